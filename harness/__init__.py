@@ -1,0 +1,1 @@
+"""Top floor: the ``veridec`` command line, the check registry behind ``veridec verify``, experiments."""

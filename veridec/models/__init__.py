@@ -1,0 +1,14 @@
+"""Mask predictors: the bidirectional transformer (LLaDA / Dream layouts) and its loader."""
+
+from .checkpoint import load_pretrained, save_pretrained
+from .interface import MaskPredictor, PredictorOutput, SpecialTokens, query_positions, realign_shifted
+from .layouts import DREAM, LAYOUTS, LLADA, layout_for
+from .tiny import random_model, write_tiny_checkpoint
+from .tokenizer import char_tokenizer
+from .transformer import BidirectionalTransformer, KVCache, TransformerConfig, rope_positions
+
+__all__ = [
+    "BidirectionalTransformer", "DREAM", "KVCache", "LAYOUTS", "LLADA", "MaskPredictor", "PredictorOutput",
+    "SpecialTokens", "TransformerConfig", "char_tokenizer", "layout_for", "load_pretrained", "query_positions",
+    "random_model", "realign_shifted", "rope_positions", "save_pretrained", "write_tiny_checkpoint",
+]

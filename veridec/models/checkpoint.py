@@ -1,0 +1,167 @@
+"""Load and save checkpoints in the official LLaDA / Dream folder layouts (config.json, safetensors, tokenizer).
+
+No trust_remote_code and no pickles: config.json is read as JSON, tensors come from safetensors, the tokenizer
+through ``AutoTokenizer`` from the folder's own files. Every missing or mismatched piece is an error that
+names the file and the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .interface import SpecialTokens
+from .layouts import LAYOUTS, Layout, layout_for
+from .transformer import BidirectionalTransformer
+
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def load_pretrained(folder: str | Path, dtype: torch.dtype | None = None,
+                    device: str | torch.device = "cpu") -> BidirectionalTransformer:
+    """Build the model a local folder describes; its tokenizer (if any) is attached as ``model.tokenizer``."""
+    folder = Path(folder)
+    config = _read_config(folder)
+    layout = layout_for(config, str(folder / "config.json"))
+    cfg = layout.to_config(config)
+    tokenizer = _load_tokenizer(folder)
+    special = _special_tokens(config, tokenizer, layout, folder)
+    with torch.device("meta"):
+        model = BidirectionalTransformer(cfg, special, layout.family, layout.logit_shift)
+    state = _read_tensors(folder, layout.tensor_names(cfg), model.state_dict(), dtype, device)
+    model.load_state_dict(state, assign=True)
+    model.tokenizer = tokenizer
+    return model.eval()
+
+
+def save_pretrained(model: BidirectionalTransformer, folder: str | Path, max_shard_bytes: int | None = None) -> Path:
+    """Write config.json, safetensors (sharded with an index when ``max_shard_bytes`` is exceeded), tokenizer."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    layout = LAYOUTS[model.family]
+    (folder / "config.json").write_text(json.dumps(layout.from_config(model.cfg, model.special), indent=2))
+    state = model.state_dict()
+    tensors = {official: state[internal].detach().contiguous().cpu()
+               for internal, official in layout.tensor_names(model.cfg).items()}
+    shards = _split_shards(tensors, max_shard_bytes)
+    if len(shards) == 1:
+        save_file(shards[0], folder / SINGLE_FILE, metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for n, shard in enumerate(shards, start=1):
+            name = f"model-{n:05d}-of-{len(shards):05d}.safetensors"
+            save_file(shard, folder / name, metadata={"format": "pt"})
+            weight_map.update(dict.fromkeys(shard, name))
+        total = sum(t.numel() * t.element_size() for t in tensors.values())
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (folder / INDEX_FILE).write_text(json.dumps(index, indent=2))
+    if model.tokenizer is not None:
+        _save_tokenizer(model.tokenizer, folder)
+    return folder
+
+
+def _save_tokenizer(tokenizer, folder: Path) -> None:
+    """Save tokenizer files under the class name every transformers version (4.x and 5.x) can load."""
+    tokenizer.save_pretrained(folder)
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(config, indent=2))
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (a model folder needs config.json)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from err
+
+
+def _load_tokenizer(folder: Path):
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer, PretrainedConfig
+
+    # An empty config keeps AutoTokenizer from re-reading config.json (whose model_type it does not know).
+    return AutoTokenizer.from_pretrained(str(folder), config=PretrainedConfig(), trust_remote_code=False,
+                                         local_files_only=True)
+
+
+def _first(value):
+    return value[0] if isinstance(value, list) else value
+
+
+def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path) -> SpecialTokens:
+    """Mask/EOS/pad ids from config.json (tokenizer as fallback); end-of-turn from the tokenizer."""
+    mask_id = config.get("mask_token_id")
+    if mask_id is None and tokenizer is not None:
+        mask_id = tokenizer.mask_token_id
+    if mask_id is None:
+        raise ValueError(f"{folder / 'config.json'}: no mask token (mask_token_id is missing and the tokenizer has none)")
+    eos_id = _first(config.get("eos_token_id")) if config.get("eos_token_id") is not None else (
+        tokenizer.eos_token_id if tokenizer is not None else None)
+    eot_id = None
+    if tokenizer is not None and layout.eot_token in tokenizer.get_vocab():
+        eot_id = tokenizer.convert_tokens_to_ids(layout.eot_token)
+    return SpecialTokens(mask_id=int(mask_id), eos_id=eos_id, eot_id=eot_id, pad_id=_first(config.get("pad_token_id")))
+
+
+def _tensor_files(folder: Path) -> dict[str, Path]:
+    """Official tensor name -> the safetensors file that must hold it (None-keyed for a single file)."""
+    index = folder / INDEX_FILE
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map")
+        if not weight_map:
+            raise ValueError(f"{index}: no 'weight_map'")
+        for name in sorted(set(weight_map.values())):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder / name}: missing (listed in {INDEX_FILE})")
+        return {tensor: folder / name for tensor, name in weight_map.items()}
+    single = folder / SINGLE_FILE
+    if not single.is_file():
+        raise FileNotFoundError(f"{folder}: no {SINGLE_FILE} and no {INDEX_FILE}")
+    with safe_open(single, framework="pt") as f:
+        return dict.fromkeys(f.keys(), single)
+
+
+def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch.Tensor], dtype, device):
+    files = _tensor_files(folder)
+    missing = [official for official in names.values() if official not in files]
+    if missing:
+        raise ValueError(f"{folder}: missing tensor(s) {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    unexpected = sorted(set(files) - set(names.values()))
+    if unexpected:
+        raise ValueError(f"{folder}: unexpected tensor(s) {unexpected[:5]} (not part of this model's layout)")
+    state = {}
+    handles = {path: safe_open(path, framework="pt", device="cpu") for path in set(files.values())}
+    for internal, official in names.items():
+        tensor = handles[files[official]].get_tensor(official)
+        want = tuple(expected[internal].shape)
+        if tuple(tensor.shape) != want:
+            raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config implies {want}")
+        state[internal] = tensor.to(device=device, dtype=dtype or tensor.dtype)
+    return state
+
+
+def _split_shards(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> list[dict[str, torch.Tensor]]:
+    if max_shard_bytes is None:
+        return [tensors]
+    shards, size = [{}], 0
+    for name, tensor in tensors.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    return shards

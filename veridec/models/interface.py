@@ -1,0 +1,87 @@
+"""The one interface every decoder uses: a mask predictor maps a canvas to per-position logits.
+
+Contract (spec/models.md, clauses M1-M4):
+- input: canvas ``x`` [B, L] of token ids (``special.mask_id`` marks masked positions) and an optional
+  ``attention_mask`` [B, L] (1 = real token, 0 = left padding);
+- output: ``logits`` [B, L, V] where ``logits[:, i]`` scores the token at position i, whatever the family's
+  internal convention (Dream's shift is undone by the adapter);
+- family facts live on the predictor: ``special`` (mask/EOS/EoT/pad ids) and ``logit_shift``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Token ids a decoder needs; ``None`` where the model has no such token."""
+
+    mask_id: int
+    eos_id: int | None = None
+    eot_id: int | None = None
+    pad_id: int | None = None
+
+
+@dataclass
+class PredictorOutput:
+    """What a forward returns; ``.logits`` makes it a drop-in for code written against HF models."""
+
+    logits: torch.Tensor  # [B, L, V]
+    attentions: tuple[torch.Tensor, ...] | None = None  # per layer [B, H, Q, Lk]
+
+
+@runtime_checkable
+class MaskPredictor(Protocol):
+    """Anything a decoder can run on: transformers (LLaDA/Dream layouts) and oracle models."""
+
+    special: SpecialTokens
+    logit_shift: int  # 0: token i is scored at position i (LLaDA); 1: at position i-1 (Dream)
+    vocab_size: int  # V, the width of the logits
+    max_length: int  # longest canvas the model accepts
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> PredictorOutput: ...
+
+
+def query_positions(token_positions: torch.Tensor, logit_shift: int) -> torch.Tensor:
+    """Where a query must run to score the tokens at ``token_positions`` (clamped at 0, spec M3)."""
+    return (token_positions - logit_shift).clamp_min(0)
+
+
+def realign_shifted(raw_logits: torch.Tensor, logit_shift: int) -> torch.Tensor:
+    """Turn raw outputs (position j scores token j + shift) into token-aligned logits [B, L, V].
+
+    For a shift of 1 (Dream), token 0 has no predecessor and reuses position 0's output, as Dream's
+    ``diffusion_generate`` does.
+    """
+    if logit_shift == 0:
+        return raw_logits
+    if logit_shift != 1:
+        raise ValueError(f"logit_shift must be 0 or 1, got {logit_shift}")
+    return torch.cat([raw_logits[:, :1], raw_logits[:, :-1]], dim=1)
+
+
+def check_canvas(x: torch.Tensor, attention_mask: torch.Tensor | None, max_length: int) -> torch.Tensor:
+    """Validate a canvas and return its attention mask as bool [B, L] (all True when none is given)."""
+    if x.dim() != 2 or x.dtype != torch.long:
+        raise ValueError(f"x must be a LongTensor [B, L], got dtype {x.dtype} and shape {tuple(x.shape)}")
+    if x.shape[1] > max_length:
+        raise ValueError(f"canvas length {x.shape[1]} exceeds the model's max_length {max_length}")
+    if attention_mask is None:
+        return torch.ones_like(x, dtype=torch.bool)
+    if attention_mask.shape != x.shape:
+        raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} must equal x's {tuple(x.shape)}")
+    mask = attention_mask.bool()
+    if not mask.any(dim=1).all():
+        raise ValueError("attention_mask: every row needs at least one real (1) position")
+    first_real = mask.int().argmax(dim=1, keepdim=True)  # [B, 1]
+    positions = torch.arange(x.shape[1], device=x.device)[None, :]  # [1, L]
+    if not torch.equal(mask, positions >= first_real):
+        raise ValueError("attention_mask must be left padding: zeros, then ones to the end of the row")
+    return mask

@@ -1,0 +1,56 @@
+"""Tiny random models in both official layouts, so tests exercise the real loading code.
+
+Weights are random but not degenerate: norm weights and q/k/v biases are perturbed away from 1 and 0, so a
+mapping mistake between two tensors of the same shape changes the logits and is caught.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .checkpoint import save_pretrained
+from .interface import SpecialTokens
+from .layouts import LAYOUTS
+from .tokenizer import char_tokenizer
+from .transformer import BidirectionalTransformer, TransformerConfig
+
+TINY_SIZES = dict(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
+
+
+def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torch.float32,
+                 vocab_size: int | None = None, **sizes) -> BidirectionalTransformer:
+    """A randomly initialised model of ``family`` with the character tokenizer attached.
+
+    ``sizes`` override TINY_SIZES and other TransformerConfig fields; ``vocab_size`` defaults to the
+    tokenizer's length rounded up to a multiple of 4 (an embedding padded past the tokenizer, like LLaDA's).
+    """
+    layout = LAYOUTS[family]
+    tokenizer = char_tokenizer(family)
+    vocab = vocab_size or -(-len(tokenizer) // 4) * 4
+    cfg = TransformerConfig(vocab_size=vocab, qkv_bias=family == "dream", **{**TINY_SIZES, **sizes})
+    special = SpecialTokens(mask_id=tokenizer.mask_token_id, eos_id=tokenizer.eos_token_id,
+                            eot_id=tokenizer.convert_tokens_to_ids(layout.eot_token), pad_id=tokenizer.pad_token_id)
+    model = BidirectionalTransformer(cfg, special, family, layout.logit_shift)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator, dtype=torch.float64)
+            if name.endswith("norm.weight"):
+                param.copy_(1 + 0.2 * noise)
+            elif name.endswith(".bias"):
+                param.copy_(0.2 * noise)
+            elif name == "embed.weight":
+                param.copy_(noise)
+            else:
+                param.copy_(noise / param.shape[1] ** 0.5)
+    model.tokenizer = tokenizer
+    return model.to(dtype).eval()
+
+
+def write_tiny_checkpoint(folder: str | Path, family: str = "llada", seed: int = 0,
+                          dtype: torch.dtype = torch.float32, max_shard_bytes: int | None = None,
+                          **sizes) -> Path:
+    """Write a random tiny model as an official-layout folder; returns the folder."""
+    return save_pretrained(random_model(family, seed, dtype, **sizes), folder, max_shard_bytes=max_shard_bytes)

@@ -1,0 +1,230 @@
+"""A bidirectional transformer (RMSNorm, RoPE, SwiGLU, grouped K/V heads) with a static K/V cache API.
+
+One module serves both paths (spec/models.md):
+- ``forward(x, attention_mask)``: the full forward every reference decoder calls, token-aligned logits;
+- ``prefill(x, attention_mask)``: the same forward, filling a static per-layer K/V cache sized to the canvas;
+- ``forward_cached(tokens, positions, cache)``: queries at a subset of canvas positions; their K/V are
+  recomputed and written into the cache (``write=True``) or only appended for this call (``write=False``,
+  packed draft verification), and they attend to the whole cache;
+- ``raw_forward``: the core all three call, with explicit RoPE positions and an additive attention bias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .interface import PredictorOutput, SpecialTokens, check_canvas, query_positions, realign_shifted
+from .layers import Attention, RMSNorm, SwiGLU, attend, rope_cos_sin
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    qkv_bias: bool = False
+    tie_embeddings: bool = False
+    max_length: int = 4096
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads {self.num_heads} must be divisible by num_kv_heads {self.num_kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim {self.head_dim} must be even for rotary embeddings")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+@dataclass
+class KVCache:
+    """Static per-layer cache of rotated keys and values for one canvas.
+
+    keys[l], values[l]: [B, Hkv, L, D]; key_mask [B, L] (False = left padding); rope_offset [B] (number of
+    left pads: RoPE position = canvas position - rope_offset).
+    """
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    key_mask: torch.Tensor
+    rope_offset: torch.Tensor
+    writes: int = field(default=0)  # positions written so far (a counter for cost accounting)
+
+    @property
+    def length(self) -> int:
+        return self.key_mask.shape[1]
+
+    def clone(self) -> "KVCache":
+        return KVCache([k.clone() for k in self.keys], [v.clone() for v in self.values],
+                       self.key_mask.clone(), self.rope_offset.clone(), self.writes)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.attn = Attention(cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.qkv_bias)
+        self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+
+    def forward(self, h, cos, sin, kv_store, bias, need_weights):
+        """h [B, Q, hidden]; kv_store(k, v) -> the keys/values to attend to [B, Hkv, Lk, D]."""
+        q, k, v = self.attn.project(self.attn_norm(h), cos, sin)
+        keys, values = kv_store(k, v)
+        out, weights = attend(q, keys, values, bias, need_weights)
+        h = h + self.attn.output(out)
+        return h + self.mlp(self.mlp_norm(h)), weights
+
+
+class BidirectionalTransformer(nn.Module):
+    """Mask predictor for the LLaDA and Dream layouts (``family``); see veridec.models.layouts."""
+
+    def __init__(self, cfg: TransformerConfig, special: SpecialTokens, family: str, logit_shift: int):
+        super().__init__()
+        if not 0 <= special.mask_id < cfg.vocab_size:
+            raise ValueError(f"mask_id {special.mask_id} must lie in [0, vocab_size={cfg.vocab_size})")
+        self.cfg, self.special, self.family, self.logit_shift = cfg, special, family, logit_shift
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
+        self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.tokenizer = None  # set by the loader when the folder has tokenizer files
+
+    @property
+    def vocab_size(self) -> int:
+        return self.cfg.vocab_size
+
+    @property
+    def max_length(self) -> int:
+        return self.cfg.max_length
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.weight.dtype
+
+    def query_positions(self, token_positions: torch.Tensor) -> torch.Tensor:
+        """Canvas positions whose queries score the tokens at ``token_positions``."""
+        return query_positions(token_positions, self.logit_shift)
+
+    # ---------------------------------------------------------------- full forwards
+    def forward(self, x, attention_mask=None, output_attentions: bool = False) -> PredictorOutput:
+        """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured."""
+        mask = check_canvas(x, attention_mask, self.max_length)
+        out = self.raw_forward(x, rope_positions(mask), key_mask=mask, output_attentions=output_attentions)
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift), out.attentions)
+
+    def new_cache(self, batch_size: int, length: int) -> KVCache:
+        shape = (batch_size, self.cfg.num_kv_heads, length, self.cfg.head_dim)
+        make = lambda: torch.zeros(shape, dtype=self.dtype, device=self.device)  # noqa: E731
+        return KVCache([make() for _ in self.layers], [make() for _ in self.layers],
+                       torch.ones(batch_size, length, dtype=torch.bool, device=self.device),
+                       torch.zeros(batch_size, dtype=torch.long, device=self.device))
+
+    def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False):
+        """Full forward that also fills a static cache; returns (aligned output, cache)."""
+        mask = check_canvas(x, attention_mask, self.max_length)
+        if cache is None:
+            cache = self.new_cache(*x.shape)
+        elif cache.keys[0].shape[0] != x.shape[0] or cache.length != x.shape[1]:
+            raise ValueError(f"cache is sized {cache.keys[0].shape[0]}x{cache.length}, canvas is {tuple(x.shape)}")
+        cache.key_mask.copy_(mask)
+        cache.rope_offset.copy_((~mask).sum(dim=1))
+        slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
+        out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
+                               output_attentions=output_attentions)
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift), out.attentions), cache
+
+    # ---------------------------------------------------------------- subset forwards
+    def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,
+                       output_attentions: bool = False) -> PredictorOutput:
+        """Queries for ``tokens`` [B, Q] at canvas ``positions`` [B, Q] against the cache.
+
+        write=True: K/V at ``positions`` are recomputed and overwrite the cache; queries attend to all L entries
+        (``attn_bias`` broadcastable to [B, H, Q, L]). write=False: the cache is left untouched; queries attend
+        to the L cached entries followed by their own Q new entries (``attn_bias`` [B, H, Q, L + Q]).
+        Returns raw logits [B, Q, V]: the query at position j scores token j + logit_shift.
+        """
+        if tokens.shape != positions.shape or tokens.dim() != 2:
+            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} must both be [B, Q]")
+        if positions.min() < 0 or positions.max() >= cache.length:
+            raise ValueError(f"positions must lie in [0, {cache.length}), got [{positions.min()}, {positions.max()}]")
+        if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
+            raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
+        rope = positions - cache.rope_offset[:, None]  # [B, Q]
+        key_mask = cache.key_mask if write else torch.cat([cache.key_mask, torch.ones_like(tokens, dtype=torch.bool)], 1)
+        return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
+                                slots=positions if write else None, output_attentions=output_attentions)
+
+    # ---------------------------------------------------------------- the core
+    def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
+                    slots=None, output_attentions: bool = False) -> PredictorOutput:
+        """tokens, rope_pos [B, Q] -> raw logits [B, Q, V] (query-aligned, no Dream realignment).
+
+        key_mask [B, Lk] bool (False = never attend); attn_bias additive, broadcastable to [B, H, Q, Lk].
+        With a cache and ``slots`` [B, Q]: new K/V are written at ``slots`` and Lk = L; with a cache and no
+        slots: Lk = L + Q (cache, then the queries' own K/V), the cache unchanged; without a cache: Lk = Q.
+        """
+        bias = self._bias(key_mask, attn_bias, tokens.shape[1])
+        cos, sin = rope_cos_sin(rope_pos, self.cfg.head_dim, self.cfg.rope_theta)
+        h = self.embed(tokens)  # [B, Q, hidden]
+        attentions = []
+        for i, layer in enumerate(self.layers):
+            h, weights = layer(h, cos, sin, self._kv_store(cache, i, slots), bias, output_attentions)
+            attentions.append(weights)
+        if cache is not None and slots is not None:
+            cache.writes += slots.numel()
+        h = self.final_norm(h)
+        logits = h @ self.embed.weight.T if self.lm_head is None else self.lm_head(h)  # [B, Q, V]
+        return PredictorOutput(logits, tuple(attentions) if output_attentions else None)
+
+    @staticmethod
+    def _kv_store(cache: KVCache | None, layer: int, slots):
+        if cache is None:
+            return lambda k, v: (k, v)
+        if slots is None:
+            return lambda k, v: (torch.cat([cache.keys[layer], k], 2), torch.cat([cache.values[layer], v], 2))
+        rows = torch.arange(slots.shape[0], device=slots.device)[:, None]  # [B, 1]
+
+        def write(k, v):  # k, v [B, Hkv, Q, D] -> cache entries [B, Q, Hkv, D] at (row, slot)
+            cache.keys[layer][rows, :, slots] = k.transpose(1, 2)
+            cache.values[layer][rows, :, slots] = v.transpose(1, 2)
+            return cache.keys[layer], cache.values[layer]
+
+        return write
+
+    def _bias(self, key_mask, attn_bias, n_queries: int):
+        """Additive bias [B|1, 1|H, Q|1, Lk] from a key mask and an optional user bias; None when neither."""
+        bias = None
+        if key_mask is not None and not key_mask.all():
+            bias = torch.zeros(key_mask.shape, dtype=self.dtype, device=self.device)
+            bias = bias.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # [B, 1, 1, Lk]
+        if attn_bias is not None:
+            attn_bias = attn_bias.to(self.dtype)
+            bias = attn_bias if bias is None else bias + attn_bias
+            full = torch.broadcast_shapes(bias.shape, (1, 1, n_queries, bias.shape[-1]))
+            if torch.isneginf(bias.expand(full)).all(dim=-1).any():
+                raise ValueError("attn_bias leaves a query with no key to attend to")
+        return bias
+
+
+def rope_positions(mask: torch.Tensor) -> torch.Tensor:
+    """RoPE positions for a left-padded canvas: real tokens count from 0, pads get 0. mask [B, L] bool."""
+    return (mask.long().cumsum(dim=1) - 1).clamp_min(0)
