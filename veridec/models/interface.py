@@ -49,22 +49,31 @@ class MaskPredictor(Protocol):
     def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> PredictorOutput: ...
 
 
-def query_positions(token_positions: torch.Tensor, logit_shift: int) -> torch.Tensor:
-    """Where a query must run to score the tokens at ``token_positions`` (clamped at 0, spec M3)."""
-    return (token_positions - logit_shift).clamp_min(0)
+def query_positions(token_positions: torch.Tensor, logit_shift: int,
+                    first_real: torch.Tensor | int = 0) -> torch.Tensor:
+    """Where a query must run to score the tokens at ``token_positions`` [B, Q] (spec M3).
+
+    Token i is scored at position i - logit_shift, except the first real token of a row (``first_real``, [B, 1]
+    or an int), which has no predecessor and is scored at its own position.
+    """
+    shifted = token_positions - logit_shift
+    return torch.maximum(shifted, torch.as_tensor(first_real, device=shifted.device))  # broadcasts
 
 
-def realign_shifted(raw_logits: torch.Tensor, logit_shift: int) -> torch.Tensor:
-    """Turn raw outputs (position j scores token j + shift) into token-aligned logits [B, L, V].
+def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: torch.Tensor | None = None):
+    """Turn raw outputs [B, L, V] (position j scores token j + shift) into token-aligned logits [B, L, V].
 
-    For a shift of 1 (Dream), token 0 has no predecessor and reuses position 0's output, as Dream's
-    ``diffusion_generate`` does.
+    For a shift of 1 (Dream), the first real token of a row has no predecessor and reuses its own position's
+    output, as Dream's ``diffusion_generate`` does for position 0 of an unpadded row.
     """
     if logit_shift == 0:
         return raw_logits
     if logit_shift != 1:
         raise ValueError(f"logit_shift must be 0 or 1, got {logit_shift}")
-    return torch.cat([raw_logits[:, :1], raw_logits[:, :-1]], dim=1)
+    positions = torch.arange(raw_logits.shape[1], device=raw_logits.device)[None]  # [1, L]
+    first_real = 0 if attention_mask is None else attention_mask.int().argmax(dim=1, keepdim=True)  # [B, 1]
+    source = query_positions(positions, 1, first_real).expand(raw_logits.shape[:2])  # [B, L]
+    return raw_logits.gather(1, source[..., None].expand_as(raw_logits))
 
 
 def check_canvas(x: torch.Tensor, attention_mask: torch.Tensor | None, max_length: int) -> torch.Tensor:

@@ -120,16 +120,17 @@ class BidirectionalTransformer(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
-    def query_positions(self, token_positions: torch.Tensor) -> torch.Tensor:
-        """Canvas positions whose queries score the tokens at ``token_positions``."""
-        return query_positions(token_positions, self.logit_shift)
+    def query_positions(self, token_positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Canvas positions [B, Q] whose queries score the tokens at ``token_positions`` [B, Q]."""
+        first_real = 0 if cache is None else cache.rope_offset[:, None]
+        return query_positions(token_positions, self.logit_shift, first_real)
 
     # ---------------------------------------------------------------- full forwards
     def forward(self, x, attention_mask=None, output_attentions: bool = False) -> PredictorOutput:
         """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured."""
         mask = check_canvas(x, attention_mask, self.max_length)
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, output_attentions=output_attentions)
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift), out.attentions)
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask), out.attentions)
 
     def new_cache(self, batch_size: int, length: int) -> KVCache:
         shape = (batch_size, self.cfg.num_kv_heads, length, self.cfg.head_dim)
@@ -150,7 +151,7 @@ class BidirectionalTransformer(nn.Module):
         slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
                                output_attentions=output_attentions)
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift), out.attentions), cache
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask), out.attentions), cache
 
     # ---------------------------------------------------------------- subset forwards
     def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,

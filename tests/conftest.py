@@ -1,0 +1,30 @@
+"""Test setup: single-threaded torch (OpenMP spinning is ~40x slower under contention), hypothesis profiles."""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+torch.set_num_threads(1)
+
+# ci: derandomized and deadline-free (used by .ci/run through `--hypothesis-profile=ci`); dev: random.
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=20, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", deadline=None, max_examples=20,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory):
+    """One official-layout tiny checkpoint folder per family (LLaDA sharded, Dream single-file)."""
+    from veridec.models import write_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        "llada": write_tiny_checkpoint(root / "llada", "llada", seed=1, max_shard_bytes=40_000),
+        "dream": write_tiny_checkpoint(root / "dream", "dream", seed=2),
+    }
