@@ -1,0 +1,138 @@
+"""Loading and saving official-layout folders (spec/models.md L1-L4)."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from veridec.models import load_pretrained, random_model, save_pretrained
+
+
+def tensor_names(folder):
+    names = set()
+    for path in folder.glob("*.safetensors"):
+        with safe_open(path, framework="pt") as f:
+            names |= set(f.keys())
+    return names
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shard_bytes", [None, 30_000])
+def test_save_load_round_trip_is_bit_exact(tmp_path, family, dtype, shard_bytes):
+    model = random_model(family, seed=4, dtype=dtype)
+    save_pretrained(model, tmp_path, max_shard_bytes=shard_bytes)
+    loaded = load_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors.index.json").exists() == (shard_bytes is not None)
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    assert loaded.special == model.special and loaded.family == family and loaded.cfg == model.cfg
+    x = torch.randint(0, 90, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(model(x).logits, loaded(x).logits)
+    assert loaded.tokenizer.decode(loaded.tokenizer("veridec 1+1=2")["input_ids"]) == "veridec 1+1=2"
+
+
+def test_official_names_and_config_keys(tiny_folders):
+    llada, dream = tiny_folders["llada"], tiny_folders["dream"]
+    assert {"model.transformer.wte.weight", "model.transformer.ln_f.weight", "model.transformer.ff_out.weight",
+            "model.transformer.blocks.1.q_proj.weight", "model.transformer.blocks.0.attn_out.weight",
+            "model.transformer.blocks.0.ff_proj.weight", "model.transformer.blocks.0.up_proj.weight",
+            "model.transformer.blocks.0.ff_out.weight", "model.transformer.blocks.0.attn_norm.weight",
+            "model.transformer.blocks.0.ff_norm.weight"} <= tensor_names(llada)
+    assert {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+            "model.layers.1.self_attn.q_proj.bias", "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.input_layernorm.weight"} <= tensor_names(dream)
+    llada_cfg = json.loads((llada / "config.json").read_text())
+    assert {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size", "rope_theta", "vocab_size",
+            "embedding_size", "weight_tying", "mask_token_id"} <= set(llada_cfg)
+    dream_cfg = json.loads((dream / "config.json").read_text())
+    assert {"hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+            "mask_token_id", "pad_token_id"} <= set(dream_cfg)
+
+
+def test_llada_8b_config_is_understood():
+    """The published GSAI-ML/LLaDA-8B-Instruct config (as listed in its config.json) maps to the 8B shape."""
+    from veridec.models import LLADA
+
+    official = {"activation_type": "silu", "alibi": False, "block_type": "llama", "d_model": 4096,
+                "embedding_size": 126464, "eos_token_id": 126081, "include_bias": False, "include_qkv_bias": False,
+                "input_emb_norm": False, "layer_norm_type": "rms", "layer_norm_with_affine": True,
+                "mask_token_id": 126336, "max_sequence_length": 4096, "mlp_hidden_size": 12288, "mlp_ratio": 4,
+                "model_type": "llada", "multi_query_attention": None, "n_heads": 32, "n_kv_heads": 32,
+                "n_layers": 32, "pad_token_id": 126081, "rms_norm_eps": 1e-05, "rope": True,
+                "rope_full_precision": True, "rope_theta": 500000.0, "scale_logits": False, "vocab_size": 126464,
+                "weight_tying": False}
+    cfg = LLADA.to_config(official)
+    assert (cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size, cfg.vocab_size) == (
+        4096, 32, 32, 12288, 126464)
+    assert len(LLADA.tensor_names(cfg)) == 3 + 32 * 9
+
+
+def break_folder(folder, tmp_path, how):
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    how(broken)
+    return broken
+
+
+def drop_tensor(folder, name):
+    path = folder / "model.safetensors"
+    with safe_open(path, framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys() if k != name}
+    save_file(tensors, path)
+
+
+def replace_tensor(folder, name, value):
+    path = folder / "model.safetensors"
+    with safe_open(path, framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    tensors[name] = value
+    save_file(tensors, path)
+
+
+def edit_config(folder, **changes):
+    path = folder / "config.json"
+    config = {**json.loads(path.read_text()), **changes}
+    path.write_text(json.dumps({k: v for k, v in config.items() if v != "DELETE"}))
+
+
+@pytest.mark.parametrize("how, message", [
+    (lambda f: (f / "config.json").unlink(), r"config.json: missing"),
+    (lambda f: (f / "model.safetensors").unlink(), r"no model.safetensors and no model.safetensors.index.json"),
+    (lambda f: drop_tensor(f, "model.layers.1.mlp.up_proj.weight"), r"missing tensor.*model.layers.1.mlp.up_proj"),
+    (lambda f: replace_tensor(f, "model.norm.weight", torch.ones(5)),
+     r"model.safetensors: tensor model.norm.weight has shape \(5,\), config implies \(32,\)"),
+    (lambda f: replace_tensor(f, "model.extra.weight", torch.ones(5)), r"unexpected tensor.*model.extra.weight"),
+    (lambda f: edit_config(f, model_type="gpt2"), r"model_type 'gpt2' is not one of"),
+    (lambda f: edit_config(f, use_sliding_window=True), r"use_sliding_window=True is not supported"),
+    (lambda f: edit_config(f, hidden_size="DELETE"), r"missing key 'hidden_size'"),
+])
+def test_broken_dream_folders_fail_clearly(tiny_folders, tmp_path, how, message):
+    broken = break_folder(tiny_folders["dream"], tmp_path, how)
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        load_pretrained(broken)
+
+
+def test_missing_shard_and_missing_mask_token(tiny_folders, tmp_path):
+    shards = sorted(tiny_folders["llada"].glob("model-*.safetensors"))
+    assert len(shards) > 2
+    broken = break_folder(tiny_folders["llada"], tmp_path, lambda f: (f / shards[1].name).unlink())
+    with pytest.raises(FileNotFoundError, match=rf"{shards[1].name}: missing \(listed in"):
+        load_pretrained(broken)
+
+    def no_mask(folder):
+        edit_config(folder, mask_token_id="DELETE")
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (folder / name).unlink()
+
+    broken = tmp_path / "nomask"
+    shutil.copytree(tiny_folders["llada"], broken)
+    no_mask(broken)
+    with pytest.raises(ValueError, match="no mask token"):
+        load_pretrained(broken)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_pretrained(tmp_path / "nowhere")

@@ -1,0 +1,51 @@
+"""Imports run only downward (DESIGN.md): harness on top; reference and optimized side by side, never importing
+each other; the shared floor (veridec/) and proofs_checks import neither of them."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"veridec": "veridec", "reference": "veridec.reference", "optimized": "veridec.optimized",
+            "proofs_checks": "veridec.proofs_checks", "harness": "veridec.harness"}
+FORBIDDEN = {
+    "veridec": {"veridec.reference", "veridec.optimized", "veridec.harness"},
+    "proofs_checks": {"veridec.reference", "veridec.optimized", "veridec.harness"},
+    "reference": {"veridec.optimized", "veridec.harness"},
+    "optimized": {"veridec.reference", "veridec.harness"},
+    "harness": set(),
+}
+
+
+def imported_modules(path: Path, package: str):
+    """Absolute names of the modules a file imports (relative imports resolved against its package)."""
+    module_package = ".".join([package, *path.parent.relative_to(ROOT / path.relative_to(ROOT).parts[0]).parts])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module_package.split(".")[: len(module_package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            yield name
+            yield from (f"{name}.{alias.name}" for alias in node.names)
+
+
+@pytest.mark.parametrize("folder", sorted(PACKAGES))
+def test_imports_only_go_down(folder):
+    violations = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for name in imported_modules(path, PACKAGES[folder]):
+            if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[folder]):
+                violations.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not violations, "\n".join(violations)
+
+
+def test_subpackages_import():
+    import veridec.harness  # noqa: F401
+    import veridec.optimized  # noqa: F401
+    import veridec.proofs_checks  # noqa: F401
+    import veridec.reference  # noqa: F401
