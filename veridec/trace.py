@@ -1,0 +1,116 @@
+"""Decode traces: what every decoder returns next to its canvas (spec/sequential.md S0).
+
+Per step and batch row: the positions committed (mask -> token), their tokens, their confidences, the logit
+margin top1 - top2 of the token choice at each, and the selection gap (confidence of the weakest committed
+position minus that of the strongest candidate left masked; +inf when none is left). Counters are
+deterministic (full forwards, query positions computed, reward passes), so they can gate CI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+
+@dataclass
+class Counters:
+    full_forwards: int = 0  # model calls over the whole canvas (one per call, whatever the batch)
+    query_positions: int = 0  # query rows evaluated, summed over the batch (B * L for a full forward)
+    reward_forwards: int = 0
+    reward_backwards: int = 0
+
+    def add_forward(self, rows: int, queries: int, full: bool = True) -> None:
+        self.full_forwards += int(full)
+        self.query_positions += rows * queries
+
+
+@dataclass
+class StepRecord:
+    block: int
+    positions: list[list[int]]  # [B][n_b], in the order the rule ranked them
+    tokens: list[list[int]]
+    confidences: list[list[float]]
+    margins: list[list[float]]  # logit top1 - top2 at each committed position
+    selection_gaps: list[float]  # [B]
+    logits: list[list[list[float]]] | None = None  # [B][n_b][V], only when recording logits
+
+    def committed(self, row: int) -> set[tuple[int, int]]:
+        return set(zip(self.positions[row], self.tokens[row]))
+
+
+@dataclass
+class Trace:
+    decoder: str
+    params: dict
+    prompt_length: int
+    batch_size: int
+    steps: list[StepRecord] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+
+    def commit_order(self, row: int = 0) -> list[set[tuple[int, int]]]:
+        """The (position, token) sets committed at each step, in order (equal for equal decoders)."""
+        return [step.committed(row) for step in self.steps]
+
+    def tokens_committed(self) -> int:
+        return sum(len(p) for step in self.steps for p in step.positions)
+
+    def tokens_per_step(self) -> float:
+        """Mean tokens committed per step and row (steps that committed nothing in a row count too)."""
+        return self.tokens_committed() / max(1, len(self.steps) * self.batch_size)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trace":
+        steps = [StepRecord(**s) for s in data["steps"]]
+        return cls(data["decoder"], data["params"], data["prompt_length"], data["batch_size"], steps,
+                   Counters(**data["counters"]))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+class Decoded(NamedTuple):
+    canvas: torch.Tensor  # [B, L] prompt + generation
+    trace: Trace
+
+
+def logit_margins(logits: torch.Tensor) -> torch.Tensor:
+    """[..., V] -> top1 - top2 of the logits [...] (inf where the runner-up is -inf)."""
+    top2 = logits.topk(2, dim=-1).values
+    return top2[..., 0] - top2[..., 1]
+
+
+def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Tensor, mask_id: int,
+                confidence: torch.Tensor, logits: torch.Tensor, order: list[list[int]],
+                record_logits: bool = False) -> None:
+    """Append one step: positions of ``order`` (per row, ranked) that went from mask to token.
+
+    before/after [B, L]; confidence [B, L] (the rule's ranking score, -inf for non-candidates);
+    logits [B, L, V] the logits the token choice was made from.
+    """
+    margins = logit_margins(logits.float())  # [B, L]
+    positions, tokens, confs, margs, gaps, kept_logits = [], [], [], [], [], []
+    for row, ranked in enumerate(order):
+        committed = [p for p in ranked if before[row, p] == mask_id and after[row, p] != mask_id]
+        positions.append(committed)
+        tokens.append(after[row, committed].tolist())
+        confs.append(confidence[row, committed].double().tolist())
+        margs.append(margins[row, committed].tolist())
+        left = (after[row] == mask_id) & torch.isfinite(confidence[row].double())
+        weakest = confidence[row, committed].double().min().item() if committed else float("inf")
+        strongest_left = confidence[row][left].double().max().item() if left.any() else float("-inf")
+        gaps.append(weakest - strongest_left)
+        if record_logits:
+            kept_logits.append(logits[row, committed].float().tolist())
+    trace.steps.append(StepRecord(block, positions, tokens, confs, margs, gaps,
+                                  kept_logits if record_logits else None))
