@@ -1,8 +1,10 @@
 """Oracle mask predictors: models whose conditionals p(x_i | x_U) are exact, in float64.
 
-Symbols are ids 0..V-1 and the mask id is V, so logits are [B, L, V + 1] with the mask column at -inf. At a
-masked position the logits are the log of the exact conditional marginal; at an observed position they are
-the point mass on the observed token (spec/models.md, M8).
+Symbols are ids 0..V-1 and the mask id is V, so logits are [B, L, V + 1]. At a masked position the logits are
+the log of the exact conditional marginal; at an observed position they are the point mass on the observed
+token. Probability 0 (the mask column, impossible tokens) is the finite logit IMPOSSIBLE = -1e30, whose
+softmax weight is exactly 0 in float64 but which keeps arithmetic on logits (classifier-free guidance
+subtracts them) free of inf - inf (spec/models.md, M8).
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import torch
 
 from ..models.interface import PredictorOutput, SpecialTokens, check_canvas
+
+
+IMPOSSIBLE = -1e30
 
 
 class Oracle:
@@ -47,7 +52,7 @@ class Oracle:
         point = torch.nn.functional.one_hot(x.clamp_max(self.num_symbols - 1), self.num_symbols).double()
         probs = torch.where(observed[..., None], point, probs)
         mask_column = torch.zeros(*x.shape, 1, dtype=torch.float64)  # p(mask) = 0
-        return PredictorOutput(torch.cat([probs, mask_column], dim=-1).log())
+        return PredictorOutput(torch.cat([probs, mask_column], dim=-1).log().clamp_min(IMPOSSIBLE))
 
     forward = __call__
 
