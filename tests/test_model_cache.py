@@ -4,7 +4,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from numerics import assert_close_measured, max_abs, tolerance
+from veridec.numerics import assert_close_measured, max_abs, tolerance
 
 from veridec.models import random_model, realign_shifted
 

@@ -5,6 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from veridec.harness.checks_reference import greedy_sequential_brute_force
 from veridec.models import random_model
 from veridec.oracles import HMMOracle
 from veridec.reference.dream import diffusion_generate
@@ -83,34 +84,20 @@ def test_same_seed_same_result(sampler, kw):
     assert not torch.equal(first.canvas, other.canvas) or first.trace.to_dict() != other.trace.to_dict()
 
 
-def brute_force_sequential(model, prompt, gen_length, block_length):
-    """Greedy one token per step: in the current block, the masked position with the highest probability
-    of its argmax token (lowest index on ties) gets that token."""
-    mask_id, start = model.special.mask_id, prompt.shape[1]
-    x = torch.cat([prompt, torch.full((1, gen_length), mask_id)], dim=1)
-    for begin in range(start, start + gen_length, block_length):
-        for _ in range(block_length):
-            probs = model(x).logits[0].double().softmax(-1)  # [L, V]
-            candidates = [i for i in range(begin, begin + block_length) if x[0, i] == mask_id]
-            best = max(candidates, key=lambda i: (probs[i].max().item(), -i))
-            x[0, best] = probs[best].argmax()
-    return x
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 @given(prompt_length=st.integers(1, 6), blocks=st.integers(1, 3), block_length=st.integers(1, 4),
        seed=st.integers(0, 999))
 def test_one_token_per_step_commits_the_most_confident_position(name, prompt_length, blocks, block_length, seed):
-    """S1.4/S2.4 at temperature 0 with one token per step: against a brute-force loop."""
+    """S1.4/S2.4 at temperature 0 with one token per step: against the 10-line brute-force loop (harness)."""
     model = MODELS[name]()
     prompt, _ = random_prompts(model, [prompt_length], seed)
     gen = blocks * block_length
-    want = brute_force_sequential(model, prompt, gen, block_length)
+    want = greedy_sequential_brute_force(model, prompt, gen, block_length)
     llada, trace = generate(model, prompt, steps=gen, gen_length=gen, block_length=block_length)
     assert torch.equal(llada, want)
     assert all(len(step.positions[0]) == 1 for step in trace.steps)
     dream, trace = diffusion_generate(model, prompt, max_new_tokens=gen, alg="maskgit_plus", tokens_per_step=1)
-    assert torch.equal(dream, brute_force_sequential(model, prompt, gen, gen))
+    assert torch.equal(dream, greedy_sequential_brute_force(model, prompt, gen, gen))
     assert len(trace.steps) == gen
 
 

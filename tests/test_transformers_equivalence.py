@@ -7,7 +7,7 @@ float64 error, measured in the same test.
 
 import pytest
 import torch
-from numerics import max_abs, ulp32
+from veridec.numerics import max_abs, ulp32
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from veridec.models import LAYOUTS, random_model, rope_positions

@@ -1,0 +1,207 @@
+"""The ``veridec`` command: generate, verify, train. Bad arguments: one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from veridec.models.shipped import load_model
+
+from .registry import VerifyContext, all_checks, results_to_json
+
+SAMPLERS = ("llada", "dream")
+DREAM_ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
+
+
+class UsageError(ValueError):
+    """A bad command-line argument (exit code 2)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as err:  # validation errors name the argument and its range
+        print(f"veridec: error: {err}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
+    gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
+    _model_args(gen)
+    gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
+    gen.add_argument("--gen-length", type=int, default=64)
+    gen.add_argument("--block-length", type=int, default=None, help="LLaDA block length (default: gen length)")
+    gen.add_argument("--steps", type=int, default=None, help="denoising steps (default: gen length)")
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--remasking", choices=("low_confidence", "random"), default="low_confidence")
+    gen.add_argument("--cfg-scale", type=float, default=0.0)
+    gen.add_argument("--alg", choices=DREAM_ALGS, default="entropy", help="Dream's position-selection rule")
+    gen.add_argument("--tokens-per-step", type=int, default=None, help="fixed top-k per step (Conf baseline)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--trace", type=Path, default=None, help="write the decode trace as JSON")
+    gen.set_defaults(run=run_generate)
+
+    ver = commands.add_parser("verify", help="run the verification checks on a model; non-zero exit on failure")
+    _model_args(ver)
+    ver.add_argument("--json", type=Path, default=None, help="write the results as JSON")
+    ver.add_argument("--quick", action="store_true", help="fewer cases per check")
+    ver.add_argument("--seed", type=int, default=0)
+    ver.add_argument("--only", default=None, help="run checks whose name contains this text")
+    ver.set_defaults(run=run_verify)
+
+    train = commands.add_parser("train", help="retrain a shipped model (see python -m veridec.harness.train -h)")
+    train.add_argument("train_args", nargs=argparse.REMAINDER)
+    train.set_defaults(run=run_train)
+    return parser
+
+
+def _model_args(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--model", default="default", help="default | hmm | path to a LLaDA/Dream model folder")
+    sub.add_argument("--device", default="cpu")
+    sub.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def check_device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise UsageError(f"--device {name!r} is not a device name ({err})") from err
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise UsageError(f"--device {name}: no such CUDA device (available: {torch.cuda.device_count()})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError("--device mps: MPS is not available")
+    return device
+
+
+# ------------------------------------------------------------------------------------------- generate
+class ProgressModel:
+    """Ticks a progress bar once per forward; everything else is the wrapped model."""
+
+    def __init__(self, model, bar):
+        self.model, self.bar = model, bar
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, x, attention_mask=None):
+        self.bar.update(1)
+        return self.model(x, attention_mask=attention_mask)
+
+
+def run_generate(args) -> int:
+    device = check_device(args.device)
+    model = load_model(args.model, device=device)
+    if model.tokenizer is None:
+        raise UsageError(f"--model {args.model}: the folder has no tokenizer, so text prompts cannot be encoded")
+    ids = encode_prompt(model.tokenizer, args.prompt)
+    if len(ids) + args.gen_length > model.max_length:
+        raise UsageError(f"--prompt ({len(ids)} tokens) + --gen-length ({args.gen_length}) exceeds the model's "
+                         f"context of {model.max_length} tokens")
+    steps = args.gen_length if args.steps is None else args.steps
+    decode = sampler(args, steps)  # validates every sampling argument before any forward
+    torch.manual_seed(args.seed)
+    start = time.time()
+    with tqdm(total=None if args.tokens_per_step else steps, disable=args.quiet, desc="decoding", leave=False) as bar:
+        decoded = decode(ProgressModel(model, bar), torch.tensor([ids], device=device))
+    seconds = time.time() - start
+    print(render(model, decoded.canvas[0], len(ids)))
+    trace = decoded.trace
+    print(f"steps {len(trace.steps)} | full forwards {trace.counters.full_forwards} | "
+          f"tokens/step {trace.tokens_per_step():.2f} | {seconds:.2f} s")
+    if args.trace:
+        trace.save(args.trace)
+    return 0
+
+
+def sampler(args, steps: int):
+    """The reference sampler the arguments ask for, as prompt -> Decoded; its parameters validated now."""
+    from veridec.reference.dream import diffusion_generate
+    from veridec.reference.llada import generate
+    from veridec.rules.dream import DreamParams
+    from veridec.rules.llada import LLaDAParams
+
+    if args.gen_length < 1:
+        raise UsageError(f"--gen-length must be >= 1, got {args.gen_length}")
+    if args.sampler == "llada":
+        kw = dict(steps=steps, gen_length=args.gen_length, block_length=args.block_length or args.gen_length,
+                  temperature=args.temperature, cfg_scale=args.cfg_scale, remasking=args.remasking,
+                  tokens_per_step=args.tokens_per_step)
+        LLaDAParams(**kw)
+        return lambda model, prompt: generate(model, prompt, **kw)
+    kw = dict(steps=steps, alg=args.alg, temperature=args.temperature, tokens_per_step=args.tokens_per_step)
+    DreamParams(**kw)
+    return lambda model, prompt: diffusion_generate(model, prompt, max_new_tokens=args.gen_length, **kw)
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    if not text:
+        raise UsageError("--prompt must not be empty")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if tokenizer.decode(ids) != text:
+        raise UsageError(f"--prompt: the model's tokenizer cannot encode {text!r} faithfully "
+                         f"(it decodes back as {tokenizer.decode(ids)!r}); use characters in its vocabulary")
+    return ids
+
+
+def render(model, canvas: torch.Tensor, prompt_length: int) -> str:
+    """The decoded text, cut at the first EOS after the prompt (masks left undecoded show as the mask token)."""
+    ids = canvas.tolist()
+    eos = model.special.eos_id
+    if eos is not None and eos in ids[prompt_length:]:
+        ids = ids[: prompt_length + ids[prompt_length:].index(eos)]
+    return model.tokenizer.decode(ids)
+
+
+# ------------------------------------------------------------------------------------------- verify
+def run_verify(args) -> int:
+    device = check_device(args.device)
+    context = VerifyContext(load_model(args.model, device=device, dtype=torch.float32),
+                            load_model(args.model, device=device, dtype=torch.float64), args.seed, args.quick)
+    checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
+    if not checks:
+        raise UsageError(f"--only {args.only!r} matches no check")
+    results = []
+    for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False):
+        results.append(item.run(context))
+    print(format_table(results))
+    if args.json:
+        args.json.write_text(json.dumps({"model": args.model, "seed": args.seed, "quick": args.quick,
+                                         "checks": results_to_json(results)}, indent=2))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def format_table(results) -> str:
+    rows = [("check", "cases", "result", "worst margin", "unit")]
+    for r in results:
+        margin = "-" if r.worst_margin is None else f"{r.worst_margin:.3g}"
+        rows.append((r.name, str(r.cases), "pass" if r.passed else "FAIL", margin, r.unit))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failed = sum(not r.passed for r in results)
+    lines.append(f"{len(results) - failed}/{len(results)} checks passed")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- train
+def run_train(args) -> int:
+    from .train import main as train_main
+
+    train_main(args.train_args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

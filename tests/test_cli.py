@@ -1,0 +1,73 @@
+"""The veridec command line: generate, verify, argument errors (exit code 2)."""
+
+import json
+
+import pytest
+
+from veridec.harness import registry
+from veridec.harness.cli import main
+
+
+def test_generate_prints_text_and_summary(tiny_folders, capsys, tmp_path):
+    trace_file = tmp_path / "trace.json"
+    code = main(["generate", "--prompt", "abc", "--model", str(tiny_folders["llada"]), "--gen-length", "8",
+                 "--block-length", "4", "--quiet", "--trace", str(trace_file)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith("abc")
+    assert out[1].startswith("steps 8 | full forwards 8 | tokens/step 1.00 |")
+    assert json.loads(trace_file.read_text())["decoder"] == "llada"
+
+
+def test_generate_dream_sampler_with_top_k(tiny_folders, capsys):
+    code = main(["generate", "--prompt", "x", "--model", str(tiny_folders["dream"]), "--sampler", "dream",
+                 "--gen-length", "6", "--tokens-per-step", "3", "--alg", "maskgit_plus", "--quiet"])
+    assert code == 0
+    assert "steps 2 | full forwards 2 | tokens/step 3.00" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gen-length", "10", "--block-length", "4"], "gen_length (10) must be divisible by block_length (4)"),
+    (["--gen-length", "8", "--block-length", "4", "--steps", "3"], "steps (3) must be divisible"),
+    (["--steps", "0"], "steps must lie in [1, inf]"),
+    (["--temperature", "-0.5"], "temperature must lie in [0, inf]"),
+    (["--gen-length", "5000"], "exceeds the model's context of 4096 tokens"),
+    (["--device", "cuda:7"], "no such CUDA device"),
+    (["--device", "warp-drive"], "is not a device name"),
+    (["--prompt", "caf\u00e9"], "cannot encode 'caf\u00e9' faithfully"),
+])
+def test_generate_bad_arguments_exit_2(tiny_folders, capsys, args, message):
+    argv = ["generate", "--prompt", "hi", "--model", str(tiny_folders["llada"]), "--quiet", *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("veridec: error: ") and message in err and err.count("\n") == 1
+
+
+def test_model_folder_errors_exit_2(tmp_path, capsys):
+    assert main(["generate", "--prompt", "hi", "--model", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["generate", "--prompt", "hi", "--model", str(tmp_path / "empty")]) == 2
+    assert "config.json: missing" in capsys.readouterr().err
+
+
+def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path):
+    out_file = tmp_path / "verify.json"
+    code = main(["verify", "--model", str(tiny_folders["llada"]), "--quick", "--quiet", "--json", str(out_file)])
+    table = capsys.readouterr().out
+    results = json.loads(out_file.read_text())["checks"]
+    assert code == 0, table
+    assert {r["name"] for r in results} == set(registry.all_checks())
+    assert all(r["passed"] and r["cases"] > 0 for r in results)
+    assert f"{len(results)}/{len(results)} checks passed" in table
+
+
+def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, monkeypatch):
+    checks = dict(registry.all_checks())
+    checks["test/always-fails"] = registry.Check("test/always-fails", "a deliberately failing check",
+                                                 lambda ctx: registry.CheckResult("test/always-fails", 1, False, -1.0))
+    monkeypatch.setattr("veridec.harness.cli.all_checks", lambda: checks)
+    code = main(["verify", "--model", str(tiny_folders["llada"]), "--quick", "--quiet", "--only", "always-fails"])
+    assert code == 1
+    assert "FAIL" in capsys.readouterr().out
+    assert main(["verify", "--model", str(tiny_folders["llada"]), "--only", "no-such-check"]) == 2

@@ -1,0 +1,67 @@
+"""Trace comparison (veridec.compare): commit order, tie-aware first divergence, token match, logit error."""
+
+import torch
+
+from veridec.compare import compare_traces, token_match_rate
+from veridec.models import random_model
+from veridec.reference.llada import generate
+from veridec.trace import StepRecord, Trace
+
+
+def trace_of(steps, **counters):
+    trace = Trace("test", {}, prompt_length=2, batch_size=1)
+    for positions, tokens, margins, gap in steps:
+        trace.steps.append(StepRecord(0, [positions], [tokens], [[0.9] * len(positions)], [margins], [gap]))
+    trace.counters.full_forwards = counters.get("forwards", len(steps))
+    return trace
+
+
+def test_identical_runs_compare_equal():
+    model = random_model("llada", 0)
+    prompt = torch.randint(0, 90, (2, 4))
+    a = generate(model, prompt, gen_length=8, block_length=4, steps=4, record_logits=True)
+    b = generate(model, prompt, gen_length=8, block_length=4, steps=4, record_logits=True)
+    result = compare_traces(a.trace, b.trace, a.canvas, b.canvas)
+    assert result.same_commit_order and result.equivalent and result.first_divergence is None
+    assert result.token_match_rate == 1.0 and result.max_logit_error == 0.0 and result.max_tv == 0.0
+
+
+def test_float32_vs_float64_differ_at_most_by_ties():
+    """Same weights in two precisions: equal commit order, or a first divergence within the logit error."""
+    m32, m64 = random_model("llada", 1), random_model("llada", 1, dtype=torch.float64)
+    prompt = torch.randint(0, 90, (3, 5), generator=torch.Generator().manual_seed(0))
+    a = generate(m64, prompt, gen_length=12, block_length=4, steps=12, record_logits=True)
+    b = generate(m32, prompt, gen_length=12, block_length=4, steps=12, record_logits=True)
+    result = compare_traces(a.trace, b.trace, a.canvas, b.canvas, numeric_error=1e-4)
+    assert result.max_logit_error is not None and 0 < result.max_logit_error < 1e-4
+    assert result.equivalent, result.first_divergence
+
+
+def test_token_divergence_reports_position_tokens_and_margin():
+    a = trace_of([([3], [7], [2.0], 0.5), ([4], [1], [0.01], 0.1)])
+    b = trace_of([([3], [7], [2.0], 0.5), ([4], [2], [0.02], 0.1)])
+    result = compare_traces(a, b, numeric_error=0.05)
+    d = result.first_divergence
+    assert not result.same_commit_order
+    assert (d.step, d.position, d.token_a, d.token_b, d.kind, d.margin, d.tie) == (1, 4, 1, 2, "token", 0.01, True)
+    assert not compare_traces(a, b, numeric_error=0.001).equivalent
+
+
+def test_position_divergence_uses_the_selection_gap():
+    a = trace_of([([3, 5], [7, 8], [1.0, 1.0], 0.2)])
+    b = trace_of([([3, 6], [7, 8], [1.0, 1.0], 0.3)])
+    d = compare_traces(a, b, numeric_error=0.1).first_divergence
+    assert (d.position, d.token_a, d.token_b, d.kind, d.margin, d.tie) == (5, 8, None, "position", 0.2, False)
+
+
+def test_a_trace_that_goes_on_committing_diverges():
+    a = trace_of([([3], [7], [1.0], 0.2)])
+    b = trace_of([([3], [7], [1.0], 0.2), ([4], [1], [1.0], 0.2)])
+    d = compare_traces(a, b).first_divergence
+    assert (d.step, d.position, d.token_a, d.token_b) == (1, 4, None, 1)
+
+
+def test_token_match_rate_counts_generated_positions_only():
+    a = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    b = torch.tensor([[9, 9, 3, 4, 0, 6]])
+    assert token_match_rate(a, b, prompt_length=2) == 0.75

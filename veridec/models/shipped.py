@@ -1,0 +1,39 @@
+"""The models shipped inside the package, so every command runs offline.
+
+- ``default``: a 4-layer LLaDA-layout dLLM trained on the task corpus (veridec.corpus);
+- ``hmm``: the same architecture trained on samples of a fixed HMM, shipped with that HMM (``hmm.json``), so
+  outputs can be scored by their exact log-likelihood under the true HMM.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..oracles import HMMOracle
+from .checkpoint import load_pretrained
+from .transformer import BidirectionalTransformer
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SHIPPED = {"default": ASSETS / "default", "hmm": ASSETS / "hmm"}
+
+
+def model_folder(name_or_path: str) -> Path:
+    """``default`` / ``hmm`` or a path to a model folder."""
+    return SHIPPED.get(name_or_path, Path(name_or_path))
+
+
+def load_model(name_or_path: str = "default", device: str | torch.device = "cpu",
+               dtype: torch.dtype | None = None) -> BidirectionalTransformer:
+    return load_pretrained(model_folder(name_or_path), dtype=dtype, device=device)
+
+
+def load_world_hmm() -> HMMOracle:
+    """The true HMM behind the shipped ``hmm`` model (token ids = HMM symbols)."""
+    return HMMOracle.from_dict(json.loads((SHIPPED["hmm"] / "hmm.json").read_text()))
+
+
+def training_report(name: str) -> dict:
+    return json.loads((SHIPPED[name] / "training_report.json").read_text())
