@@ -1,0 +1,81 @@
+"""Fast-dLLM's confidence-aware parallel rule (NVlabs/Fast-dLLM llada/generate.py ``get_transfer_index``).
+
+spec/fastdllm.md. In threshold mode a step commits the most confident candidate and every other candidate
+whose confidence passes the threshold (``c >= threshold`` as the official code; ``inclusive=False`` gives the
+paper's strict ``c > threshold``). Without a threshold it commits a quota per step (LLaDA's schedule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .common import TIES, check_choice, check_range, gumbel_noisy_logits, top_k_indices
+from .llada import REMASKING, StepResult
+
+
+@dataclass(frozen=True)
+class FastDLLMParams:
+    steps: int = 128
+    gen_length: int = 128
+    block_length: int = 128
+    temperature: float = 0.0
+    remasking: str = "low_confidence"
+    threshold: float | None = None
+    inclusive: bool = True
+    ties: str = "lowest"
+
+    def __post_init__(self):
+        check_range("gen_length", self.gen_length, low=1, integer=True)
+        check_range("block_length", self.block_length, low=1, integer=True)
+        if self.gen_length % self.block_length:
+            raise ValueError(f"gen_length ({self.gen_length}) must be divisible by block_length ({self.block_length})")
+        check_range("steps", self.steps, low=1, integer=True)
+        if self.steps % self.num_blocks:
+            raise ValueError(f"steps ({self.steps}) must be divisible by the number of blocks "
+                             f"gen_length / block_length = {self.num_blocks}")
+        check_range("temperature", self.temperature, low=0)
+        check_choice("remasking", self.remasking, REMASKING)
+        if self.threshold is not None:
+            check_range("threshold", self.threshold, low=0, high=1, low_open=True)
+        check_choice("ties", self.ties, TIES)
+
+    @property
+    def num_blocks(self) -> int:
+        return self.gen_length // self.block_length
+
+    @property
+    def steps_per_block(self) -> int:
+        return self.steps // self.num_blocks
+
+
+def passes(confidence: torch.Tensor, threshold: float, inclusive: bool) -> torch.Tensor:
+    return confidence >= threshold if inclusive else confidence > threshold
+
+
+def fastdllm_step(logits: torch.Tensor, x: torch.Tensor, candidates: torch.Tensor, params: FastDLLMParams,
+                  num_transfer: torch.Tensor | None = None, generator: torch.Generator | None = None) -> StepResult:
+    """One step. logits [B, L, V]; candidates [B, L] bool (masked positions the step may commit);
+    num_transfer [B] the quota (quota mode only)."""
+    noisy = gumbel_noisy_logits(logits, params.temperature, generator)
+    x0 = noisy.argmax(dim=-1)  # [B, L]
+    if params.remasking == "low_confidence":
+        x0_p = F.softmax(logits.to(torch.float64), dim=-1).gather(-1, x0[..., None])[..., 0]  # float64
+    else:
+        x0_p = torch.rand(x0.shape, device=x0.device, generator=generator)
+    x0 = torch.where(candidates, x0, x)
+    confidence = torch.where(candidates, x0_p, -torch.inf)
+    counts = candidates.sum(dim=1) if params.threshold is not None else num_transfer
+    new_x, order = x.clone(), []
+    for row in range(x.shape[0]):
+        ranked = top_k_indices(confidence[row], int(counts[row]), params.ties)
+        if params.threshold is not None and len(ranked):
+            keep = passes(confidence[row, ranked], params.threshold, params.inclusive)
+            keep[0] = True  # the most confident candidate is always committed
+            ranked = ranked[keep]
+        new_x[row, ranked] = x0[row, ranked]
+        order.append(ranked.tolist())
+    choice_logits = logits if params.temperature == 0 else noisy.log()
+    return StepResult(new_x, confidence, order, choice_logits)
