@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-from tqdm import tqdm
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep instead of spinning
 
-from veridec.models.shipped import load_model
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
-from .registry import VerifyContext, all_checks, results_to_json
+from veridec.models.shipped import load_model  # noqa: E402
+
+from .registry import VerifyContext, all_checks, results_to_json  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
 DREAM_ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
@@ -60,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--only", default=None, help="run checks whose name contains this text")
     ver.set_defaults(run=run_verify)
+
+    exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
+    exp.add_argument("name", choices=("models",), help="models: how the shipped models decode")
+    exp.add_argument("--out", type=Path, default=Path("results"))
+    exp.add_argument("--quick", action="store_true", help="a reduced run (a minute or two on 2 cores)")
+    exp.add_argument("--seed", type=int, default=0)
+    exp.set_defaults(run=run_experiment)
 
     train = commands.add_parser("train", help="retrain a shipped model (see python -m veridec.harness.train -h)")
     train.add_argument("train_args", nargs=argparse.REMAINDER)
@@ -193,6 +203,15 @@ def format_table(results) -> str:
     failed = sum(not r.passed for r in results)
     lines.append(f"{len(results) - failed}/{len(results)} checks passed")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- experiment
+def run_experiment(args) -> int:
+    from . import experiment_models
+
+    experiment_models.run(args.out, quick=args.quick, seed=args.seed)
+    print((args.out / "models.md").read_text())
+    return 0
 
 
 # ------------------------------------------------------------------------------------------- train

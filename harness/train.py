@@ -3,8 +3,8 @@
 For each sequence, t ~ U(eps, 1); each token is masked with probability t; the loss is the cross-entropy on
 masked positions weighted by 1/t, summed and divided by B * L (an upper bound on the negative log-likelihood).
 
-    python -m veridec.harness.train tasks --out veridec/assets/default --steps 3000
-    python -m veridec.harness.train hmm --out veridec/assets/hmm --steps 1500
+    python -m veridec.harness.train tasks --out veridec/assets/default --steps 8000
+    python -m veridec.harness.train hmm --out veridec/assets/hmm --steps 3000
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ HMM_SEED = 11
 class TrainConfig:
     world: str
     steps: int
-    batch_size: int = 16
-    length: int = 320
-    lr: float = 2e-3
-    warmup: int = 100
+    batch_size: int = 32
+    length: int = 128
+    long_every: int = 4  # every long_every-th batch is long (long_batch x long_length): positions up to 320
+    long_length: int = 320
+    long_batch: int = 12
+    lr: float = 3e-3
+    warmup: int = 200
     seed: int = 0
     hidden_size: int = 128
     num_layers: int = 4
@@ -69,26 +72,26 @@ def world_hmm(num_states: int = 16) -> HMMOracle:
 
 
 class TaskBatches:
-    """Documents of task lines, tokenized, EOS-padded to a fixed length."""
+    """Documents of task lines, tokenized, EOS-padded to the batch's length."""
 
-    def __init__(self, tokenizer, length: int, seed: int):
-        self.tok, self.length, self.rng = tokenizer, length, random.Random(seed)
+    def __init__(self, tokenizer, seed: int):
+        self.tok, self.rng = tokenizer, random.Random(seed)
 
-    def __call__(self, batch_size: int) -> torch.Tensor:
+    def __call__(self, batch_size: int, length: int) -> torch.Tensor:
         rows = []
         for _ in range(batch_size):
-            ids = self.tok(generate_document(self.rng, self.length - 1, max_lines=16))["input_ids"]
-            rows.append(ids + [self.tok.eos_token_id] * (self.length - len(ids)))
+            ids = self.tok(generate_document(self.rng, length - 1, max_lines=length // 12))["input_ids"]
+            rows.append(ids + [self.tok.eos_token_id] * (length - len(ids)))
         return torch.tensor(rows)
 
 
 class HMMBatches:
-    def __init__(self, length: int, seed: int):
-        self.hmm, self.length = world_hmm(), length
+    def __init__(self, seed: int):
+        self.hmm = world_hmm()
         self.generator = torch.Generator().manual_seed(seed)
 
-    def __call__(self, batch_size: int) -> torch.Tensor:
-        return self.hmm.sample(batch_size, self.length, generator=self.generator)
+    def __call__(self, batch_size: int, length: int) -> torch.Tensor:
+        return self.hmm.sample(batch_size, length, generator=self.generator)
 
 
 def diffusion_loss(model, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -130,9 +133,8 @@ def train(cfg: TrainConfig, out: Path) -> dict:
     torch.set_flush_denormal(True)  # avoids a 3-6x slowdown late in CPU training
     alphabet = ALPHABET if cfg.world == "tasks" else HMM_SYMBOLS
     tokenizer = char_tokenizer("llada", alphabet)
-    batches = TaskBatches(tokenizer, cfg.length, cfg.seed) if cfg.world == "tasks" else HMMBatches(cfg.length, cfg.seed)
-    held_out = (TaskBatches(tokenizer, cfg.length, 10_000 + cfg.seed) if cfg.world == "tasks"
-                else HMMBatches(cfg.length, 10_000 + cfg.seed))(64)
+    make = (lambda seed: TaskBatches(tokenizer, seed)) if cfg.world == "tasks" else HMMBatches
+    batches, held_out = make(cfg.seed), make(10_000 + cfg.seed)(64, cfg.length)
     model = build_model(cfg, tokenizer).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * s / cfg.steps))  # noqa: E731
@@ -140,8 +142,10 @@ def train(cfg: TrainConfig, out: Path) -> dict:
     generator = torch.Generator().manual_seed(cfg.seed)
     start, history = time.time(), []
     for step in range(cfg.steps):
+        long = cfg.long_every and step % cfg.long_every == cfg.long_every - 1
+        batch = batches(cfg.long_batch, cfg.long_length) if long else batches(cfg.batch_size, cfg.length)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = diffusion_loss(model, batches(cfg.batch_size), generator)
+            loss = diffusion_loss(model, batch, generator)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -169,13 +173,10 @@ def main(argv=None):
     parser.add_argument("world", choices=["tasks", "hmm"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--length", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    length = args.length or (320 if args.world == "tasks" else 128)
-    train(TrainConfig(world=args.world, steps=args.steps, length=length, batch_size=args.batch_size), args.out)
+    train(TrainConfig(world=args.world, steps=args.steps), args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,198 @@
+"""How the shipped models decode: validity, tokens/step and confidence per decoder (``veridec experiment models``).
+
+Prompt mode: held-out task documents cut inside a line (``corpus.split_prompt``); the decoder continues for
+``gen_length`` tokens; every complete generated line is scored by the task checker. Infill mode: half of the
+characters of a held-out document are masked and decoded back. HMM world: the shipped ``hmm`` model continues
+HMM samples; outputs are scored by their exact log-likelihood under the true HMM.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from veridec import corpus
+from veridec.models.shipped import load_model, load_world_hmm, training_report
+from veridec.reference.dream import diffusion_generate
+from veridec.reference.fastdllm import generate as fastdllm_generate
+from veridec.reference.llada import generate as llada_generate
+from veridec.rules.fastdllm import FastDLLMParams, fastdllm_step
+from veridec.trace import Decoded, Trace, record_step
+
+BLOCK = 32
+
+
+def prompt_decoders(gen: int) -> dict:
+    """Decoders continuing a prompt: name -> fn(model, prompt [B, P], mask [B, P]) -> Decoded."""
+    return {
+        "llada low_confidence": lambda m, p, a: llada_generate(m, p, a, steps=gen, gen_length=gen, block_length=BLOCK),
+        "llada random": lambda m, p, a: llada_generate(m, p, a, steps=gen, gen_length=gen, block_length=BLOCK,
+                                                       remasking="random"),
+        "dream entropy": lambda m, p, a: diffusion_generate(m, p, a, max_new_tokens=gen, steps=gen, alg="entropy"),
+        "conf top-4": lambda m, p, a: llada_generate(m, p, a, gen_length=gen, block_length=BLOCK, tokens_per_step=4),
+        "fast-dllm 0.9": lambda m, p, a: fastdllm_generate(m, p, a, steps=gen // BLOCK, gen_length=gen,
+                                                           block_length=BLOCK, threshold=0.9),
+    }
+
+
+def infill_decoders() -> dict:
+    """Decoders filling every mask of a canvas: name -> fn(model, canvas [1, L]) -> Decoded."""
+    return {
+        "sequential": lambda m, x: fill_masks(m, x, per_step=1),
+        "conf top-4": lambda m, x: fill_masks(m, x, per_step=4),
+        "threshold 0.9": lambda m, x: fill_masks(m, x, threshold=0.9),
+    }
+
+
+@torch.no_grad()
+def fill_masks(model, x: torch.Tensor, threshold: float | None = None, per_step: int = 1) -> Decoded:
+    """Every mask of the canvas is a candidate; Fast-dLLM's rule (F3) commits the top ``per_step`` by float64
+    confidence, or the top-1 plus all with confidence >= ``threshold``. One full forward per step."""
+    mask_id = model.special.mask_id
+    params = FastDLLMParams(steps=1, gen_length=1, block_length=1, threshold=threshold)
+    trace = Trace("fill-masks", {"threshold": threshold, "per_step": per_step}, 0, x.shape[0])
+    while (x == mask_id).any():
+        if len(trace.steps) > x.shape[1]:
+            raise RuntimeError("fill_masks stalled: the model predicts the mask token")
+        logits = model(x).logits
+        trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
+        quota = ((x == mask_id).sum(dim=1)).clamp_max(per_step)
+        result = fastdllm_step(logits, x, x == mask_id, params, num_transfer=quota)
+        record_step(trace, 0, x, result.x, mask_id, result.confidence, result.choice_logits, result.order)
+        x = result.x
+    return Decoded(x, trace)
+
+
+def left_pad(rows: list[list[int]], pad_id: int):
+    width = max(len(r) for r in rows)
+    x = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        x[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
+    return x, mask
+
+
+def confident_share(trace: Trace, level: float = 0.9) -> float:
+    confidences = [c for step in trace.steps for row in step.confidences for c in row]
+    return sum(c > level for c in confidences) / max(1, len(confidences))
+
+
+def generated_lines(model, canvas_row: torch.Tensor, prompt_length: int, partial_line: str) -> tuple[list[str], bool]:
+    """The lines the decoder wrote (the prompt's unfinished line first), and whether it reached EOS."""
+    ids = canvas_row[prompt_length:].tolist()
+    ended = model.special.eos_id in ids
+    if ended:
+        ids = ids[: ids.index(model.special.eos_id)]
+    lines = (partial_line + model.tokenizer.decode(ids)).split("\n")
+    return (lines if ended else lines[:-1]), ended  # a line cut by gen_length is not scored
+
+
+def prompt_mode(model, decoders: dict, n_prompts: int, gen: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    cases = [corpus.split_prompt(corpus.generate_document(rng, 120), rng) for _ in range(n_prompts)]
+    x, mask = left_pad([model.tokenizer(p)["input_ids"] for p, _ in cases], model.special.pad_id)
+    results = {}
+    for name, decode in decoders.items():
+        torch.manual_seed(seed)
+        start = time.time()
+        canvas, trace = decode(model, x, mask)
+        valid = lines = exact = 0
+        for row, (prompt, truth) in enumerate(cases):
+            partial = prompt.split("\n")[-1]
+            written, _ = generated_lines(model, canvas[row], x.shape[1], partial)
+            score = corpus.score_text("\n".join(written))
+            valid, lines = valid + score.valid, lines + score.lines
+            exact += bool(written) and written[0] == partial + truth
+        results[name] = {"validity": round(valid / max(1, lines), 4), "lines_scored": lines,
+                         "first_line_exact": round(exact / len(cases), 4),
+                         "tokens_per_step": round(trace.tokens_per_step(), 3),
+                         "full_forwards": trace.counters.full_forwards,
+                         "share_conf_gt_0.9": round(confident_share(trace), 4),
+                         "seconds": round(time.time() - start, 2)}
+    return results
+
+
+def infill_mode(model, decoders: dict, n_docs: int, seed: int) -> dict:
+    rng = random.Random(seed + 1)
+    docs = [corpus.generate_document(rng, 60, max_lines=3) for _ in range(n_docs)]
+    rows = []
+    for doc in docs:
+        ids = model.tokenizer(doc)["input_ids"] + [model.special.eos_id]  # the EOS stays visible
+        rows.append([model.special.mask_id if rng.random() < 0.5 else t for t in ids[:-1]] + ids[-1:])
+    results = {}
+    for name, decode in infill_decoders().items():
+        valid = lines = restored = 0
+        canvases, forwards, committed = [], 0, 0
+        for row in rows:  # one canvas at a time: infill rows have different mask counts
+            canvas, trace = decode(model, torch.tensor([row]))
+            canvases.append(canvas[0])
+            forwards += trace.counters.full_forwards
+            committed += trace.tokens_committed()
+        for doc, canvas in zip(docs, canvases):
+            ids = canvas.tolist()
+            text = model.tokenizer.decode(ids[: ids.index(model.special.eos_id)] if model.special.eos_id in ids
+                                          else ids)
+            score = corpus.score_text(text)
+            valid, lines, restored = valid + score.valid, lines + score.lines, restored + (text == doc)
+        results[name] = {"validity": round(valid / max(1, lines), 4), "restored_exactly": round(restored / n_docs, 4),
+                         "tokens_per_step": round(committed / max(1, forwards), 3), "full_forwards": forwards}
+    return results
+
+
+def hmm_world(n_prompts: int, gen: int, seed: int) -> dict:
+    """Continue HMM samples; score the continuation by its exact conditional log-likelihood per token."""
+    model, hmm = load_model("hmm"), load_world_hmm()
+    prompt_len = 32
+    samples = hmm.sample(n_prompts, prompt_len + gen, generator=torch.Generator().manual_seed(seed))
+    prompts = samples[:, :prompt_len]
+    prefix_ll = hmm.log_likelihood(prompts)
+    truth_nll = -(hmm.log_likelihood(samples) - prefix_ll).mean().item() / gen
+    results = {"true_continuations_nll_per_token": round(truth_nll, 4)}
+    for name, decode in prompt_decoders(gen).items():
+        torch.manual_seed(seed)
+        canvas, trace = decode(model, prompts, None)
+        symbols = (canvas < hmm.num_symbols).all(dim=1)  # a special token is not an HMM symbol
+        nll = -(hmm.log_likelihood(canvas[symbols]) - prefix_ll[symbols]).mean().item() / gen
+        results[name] = {"nll_per_token": round(nll, 4), "rows_with_non_symbols": int((~symbols).sum()),
+                         "tokens_per_step": round(trace.tokens_per_step(), 3),
+                         "full_forwards": trace.counters.full_forwards,
+                         "share_conf_gt_0.9": round(confident_share(trace), 4)}
+    return results
+
+
+def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
+    n, gen = (8, 32) if quick else (48, 64)
+    model = load_model("default")
+    report = {
+        "quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK,
+        "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds", "final_val_loss")}
+                     for name in ("default", "hmm")},
+        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, gen, seed),
+        "infill_mode": infill_mode(model, infill_decoders(), n, seed),
+        "hmm_world": hmm_world(n, gen, seed),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "models.json").write_text(json.dumps(report, indent=2))
+    (out / "models.md").write_text(to_markdown(report))
+    return report
+
+
+def to_markdown(report: dict) -> str:
+    lines = [f"# Shipped models (gen length {report['gen_length']}, block {report['block_length']}, "
+             f"seed {report['seed']}{', quick' if report['quick'] else ''})", ""]
+    for name, info in report["training"].items():
+        lines.append(f"- `{name}`: {info['parameters']:,} parameters, trained {info['wall_seconds']:.0f} s, "
+                     f"validation loss {info['final_val_loss']}")
+    for section in ("prompt_mode", "infill_mode", "hmm_world"):
+        rows = {k: v for k, v in report[section].items() if isinstance(v, dict)}
+        columns = list(next(iter(rows.values())))
+        lines += ["", f"## {section.replace('_', ' ')}", "", "| decoder | " + " | ".join(columns) + " |",
+                  "|---" * (len(columns) + 1) + "|"]
+        lines += [f"| {name} | " + " | ".join(str(v[c]) for c in columns) + " |" for name, v in rows.items()]
+        extras = {k: v for k, v in report[section].items() if not isinstance(v, dict)}
+        lines += [f"\n{k}: {v}" for k, v in extras.items()]
+    return "\n".join(lines) + "\n"
