@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.canvas import initial_canvas
 from veridec.rules.dream import DreamParams, dream_step
 from veridec.trace import Decoded, Trace, record_step
 
@@ -32,12 +33,8 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     params = DreamParams(steps, eps, alg, alg_temp, temperature, top_p, top_k, tokens_per_step, ties)
     mask_id = model.special.mask_id if mask_token_id is None else mask_token_id
     batch, prompt_len = inputs.shape
-    total = _total_length(prompt_len, max_length, max_new_tokens, model.max_length)
-    x = torch.full((batch, total), mask_id, dtype=torch.long, device=model.device)
-    x[:, :prompt_len] = inputs
-    if attention_mask is not None:
-        ones = torch.ones(batch, total - prompt_len, dtype=attention_mask.dtype, device=attention_mask.device)
-        attention_mask = torch.cat([attention_mask, ones], dim=-1).to(model.device)
+    total = _total_length(prompt_len, max_length, max_new_tokens)
+    x, attention_mask = initial_canvas(model, inputs, attention_mask, total - prompt_len, mask_id)
     tokens_hook = generation_tokens_hook_func or (lambda step, x, logits: x)
     logits_hook = generation_logits_hook_func or (lambda step, x, logits: logits)
     timesteps = torch.linspace(1, eps, steps + 1, device=x.device)
@@ -55,7 +52,7 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     return Decoded(x, trace)
 
 
-def _total_length(prompt_len: int, max_length: int | None, max_new_tokens: int | None, model_max: int) -> int:
+def _total_length(prompt_len: int, max_length: int | None, max_new_tokens: int | None) -> int:
     if max_new_tokens is not None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -66,8 +63,6 @@ def _total_length(prompt_len: int, max_length: int | None, max_new_tokens: int |
         total = prompt_len + DEFAULT_NEW_TOKENS
     if total <= prompt_len:
         raise ValueError(f"max_length ({total}) must exceed the prompt length ({prompt_len})")
-    if total > model_max:
-        raise ValueError(f"total length {total} exceeds the model's max_length {model_max}")
     return total
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.canvas import initial_canvas
 from veridec.rules.fastdllm import FastDLLMParams, fastdllm_step
 from veridec.rules.llada import LLaDAParams, transfer_schedule
 from veridec.trace import Decoded, Trace, record_step
@@ -23,14 +24,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
     params = FastDLLMParams(steps, gen_length, block_length, temperature, remasking, threshold, inclusive, ties)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     batch, prompt_len = prompt.shape
-    if prompt_len + gen_length > model.max_length:
-        raise ValueError(f"prompt length {prompt_len} + gen_length {gen_length} exceeds the model's "
-                         f"max_length {model.max_length}")
-    x = torch.full((batch, prompt_len + gen_length), mask_id, dtype=torch.long, device=model.device)
-    x[:, :prompt_len] = prompt
-    if attention_mask is not None:
-        ones = torch.ones(batch, gen_length, dtype=attention_mask.dtype, device=attention_mask.device)
-        attention_mask = torch.cat([attention_mask, ones], dim=-1).to(model.device)
+    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     trace = Trace("fastdllm", {**params.__dict__, "mask_id": mask_id}, prompt_len, batch)
     quota = LLaDAParams(steps=params.steps, gen_length=gen_length, block_length=block_length)
     positions = torch.arange(x.shape[1], device=x.device)[None]  # [1, L]

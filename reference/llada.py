@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.canvas import initial_canvas
 from veridec.rules.llada import LLaDAParams, check_special, llada_step, transfer_schedule
 from veridec.trace import Decoded, Trace, record_step
 
@@ -29,14 +30,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
     check_special(params, model.special)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     batch, prompt_len = prompt.shape
-    if prompt_len + gen_length > model.max_length:
-        raise ValueError(f"prompt length {prompt_len} + gen_length {gen_length} exceeds the model's "
-                         f"max_length {model.max_length}")
-    x = torch.full((batch, prompt_len + gen_length), mask_id, dtype=torch.long, device=model.device)
-    x[:, :prompt_len] = prompt
-    if attention_mask is not None:
-        ones = torch.ones(batch, gen_length, dtype=attention_mask.dtype, device=attention_mask.device)
-        attention_mask = torch.cat([attention_mask, ones], dim=-1).to(model.device)
+    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     prompt_index = x != mask_id  # prompt and padding (masked in the unconditional branch)
     trace = Trace("llada", {**params.__dict__, "mask_id": mask_id}, prompt_len, batch)
     for block in range(params.num_blocks):

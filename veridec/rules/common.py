@@ -46,3 +46,28 @@ def check_range(name: str, value, low=None, high=None, low_open=False, high_open
         right = ")" if high_open else "]"
         span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
         raise ValueError(f"{name} must lie in {span}, got {value!r}")
+
+
+def check_blocks(gen_length: int, block_length: int, steps: int, steps_split: bool = True) -> None:
+    """Semi-autoregressive blocks (S1.2): gen_length a multiple of block_length, steps >= 1 and (when the
+    steps are split over blocks) a multiple of the number of blocks."""
+    check_range("gen_length", gen_length, low=1, integer=True)
+    check_range("block_length", block_length, low=1, integer=True)
+    if gen_length % block_length:
+        raise ValueError(f"gen_length ({gen_length}) must be divisible by block_length ({block_length})")
+    check_range("steps", steps, low=1, integer=True)
+    if steps_split and steps % (gen_length // block_length):
+        raise ValueError(f"steps ({steps}) must be divisible by the number of blocks "
+                         f"gen_length / block_length = {gen_length // block_length}")
+
+
+class BlockSchedule:
+    """Mixin for parameter classes with ``gen_length``, ``block_length`` and ``steps`` (S1.2)."""
+
+    @property
+    def num_blocks(self) -> int:
+        return self.gen_length // self.block_length
+
+    @property
+    def steps_per_block(self) -> int:
+        return self.steps // self.num_blocks

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .common import TIES, check_choice, check_range, gumbel_noisy_logits, top_k_indices
+from .common import TIES, BlockSchedule, check_blocks, check_choice, check_range, gumbel_noisy_logits, top_k_indices
 from .llada import REMASKING, StepResult
 
 
 @dataclass(frozen=True)
-class FastDLLMParams:
+class FastDLLMParams(BlockSchedule):
     steps: int = 128
     gen_length: int = 128
     block_length: int = 128
@@ -28,27 +28,12 @@ class FastDLLMParams:
     ties: str = "lowest"
 
     def __post_init__(self):
-        check_range("gen_length", self.gen_length, low=1, integer=True)
-        check_range("block_length", self.block_length, low=1, integer=True)
-        if self.gen_length % self.block_length:
-            raise ValueError(f"gen_length ({self.gen_length}) must be divisible by block_length ({self.block_length})")
-        check_range("steps", self.steps, low=1, integer=True)
-        if self.steps % self.num_blocks:
-            raise ValueError(f"steps ({self.steps}) must be divisible by the number of blocks "
-                             f"gen_length / block_length = {self.num_blocks}")
+        check_blocks(self.gen_length, self.block_length, self.steps)
         check_range("temperature", self.temperature, low=0)
         check_choice("remasking", self.remasking, REMASKING)
         if self.threshold is not None:
             check_range("threshold", self.threshold, low=0, high=1, low_open=True)
         check_choice("ties", self.ties, TIES)
-
-    @property
-    def num_blocks(self) -> int:
-        return self.gen_length // self.block_length
-
-    @property
-    def steps_per_block(self) -> int:
-        return self.steps // self.num_blocks
 
 
 def passes(confidence: torch.Tensor, threshold: float, inclusive: bool) -> torch.Tensor:

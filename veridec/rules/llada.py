@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from ..models.interface import SpecialTokens
-from .common import TIES, check_choice, check_range, gumbel_noisy_logits, top_k_indices
+from .common import TIES, BlockSchedule, check_blocks, check_choice, check_range, gumbel_noisy_logits, top_k_indices
 
 REMASKING = ("low_confidence", "random")
 
 
 @dataclass(frozen=True)
-class LLaDAParams:
+class LLaDAParams(BlockSchedule):
     """The official ``generate`` parameters (names and defaults), plus ``tokens_per_step`` (the fixed top-k
     "Conf" baseline: k tokens per step, replacing the ``steps`` schedule) and ``ties``. Validated here."""
 
@@ -36,28 +36,13 @@ class LLaDAParams:
     ties: str = "lowest"
 
     def __post_init__(self):
-        check_range("gen_length", self.gen_length, low=1, integer=True)
-        check_range("block_length", self.block_length, low=1, integer=True)
-        if self.gen_length % self.block_length:
-            raise ValueError(f"gen_length ({self.gen_length}) must be divisible by block_length ({self.block_length})")
-        check_range("steps", self.steps, low=1, integer=True)
-        if self.tokens_per_step is None and self.steps % self.num_blocks:
-            raise ValueError(f"steps ({self.steps}) must be divisible by the number of blocks "
-                             f"gen_length / block_length = {self.num_blocks}")
+        check_blocks(self.gen_length, self.block_length, self.steps, steps_split=self.tokens_per_step is None)
         if self.tokens_per_step is not None:
             check_range("tokens_per_step", self.tokens_per_step, low=1, integer=True)
         check_range("temperature", self.temperature, low=0)
         check_range("cfg_scale", self.cfg_scale, low=0)
         check_choice("remasking", self.remasking, REMASKING)
         check_choice("ties", self.ties, TIES)
-
-    @property
-    def num_blocks(self) -> int:
-        return self.gen_length // self.block_length
-
-    @property
-    def steps_per_block(self) -> int:
-        return self.steps // self.num_blocks
 
 
 def check_special(params: LLaDAParams, special: SpecialTokens) -> None:
