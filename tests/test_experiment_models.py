@@ -1,0 +1,38 @@
+"""Helpers of ``veridec experiment models``: filling every mask, reading the generated lines."""
+
+import torch
+
+from veridec.harness.experiment_models import fill_masks, generated_lines
+from veridec.models import random_model
+from veridec.oracles import HMMOracle
+
+
+def masked_canvas(hmm, length, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = hmm.sample(1, length, generator=g)
+    return x.masked_fill(torch.rand(x.shape, generator=g) < 0.6, hmm.special.mask_id)
+
+
+def test_fill_masks_fills_everything_at_the_requested_pace():
+    hmm = HMMOracle.random(3, 4, seed=0, concentration=0.3)
+    x = masked_canvas(hmm, 20, seed=1)
+    masks = int((x == hmm.special.mask_id).sum())
+    one, trace_one = fill_masks(hmm, x, per_step=1)
+    four, trace_four = fill_masks(hmm, x, per_step=4)
+    loose, trace_loose = fill_masks(hmm, x, threshold=0.5)
+    for canvas in (one, four, loose):
+        assert not (canvas == hmm.special.mask_id).any()
+        assert torch.equal(canvas[x != hmm.special.mask_id], x[x != hmm.special.mask_id])
+    assert trace_one.counters.full_forwards == masks
+    assert trace_four.counters.full_forwards == -(-masks // 4)
+    assert all(len(step.positions[0]) >= 1 for step in trace_loose.steps)
+
+
+def test_generated_lines_stop_at_eos_and_drop_a_cut_line():
+    model = random_model("llada", 0)
+    tok = model.tokenizer
+    prompt = tok("count 1 ")["input_ids"]
+    ended = torch.tensor(prompt + tok("2 3\ncopy ab>ab")["input_ids"] + [model.special.eos_id] * 3)
+    assert generated_lines(model, ended, len(prompt), "count 1 ") == (["count 1 2 3", "copy ab>ab"], True)
+    cut = torch.tensor(prompt + tok("2 3\ncopy ab>")["input_ids"])
+    assert generated_lines(model, cut, len(prompt), "count 1 ") == (["count 1 2 3"], False)
