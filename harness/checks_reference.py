@@ -7,6 +7,7 @@ import torch
 
 from veridec.compare import compare_traces
 from veridec.reference.dream import diffusion_generate
+from veridec.reference.fastdllm import generate as fastdllm_generate
 from veridec.reference.llada import generate
 
 from .registry import VerifyContext, check
@@ -91,3 +92,15 @@ def float32_vs_float64(ctx: VerifyContext):
         decisions = [m for step in a.trace.steps for m in step.margins[0] + step.selection_gaps]
         margins.append(min(decisions) - error)
     return len(margins), ok, min(margins), "decision margin - logit error", ""
+
+
+@check("reference/fastdllm-top1-is-sequential", "F3: Fast-dLLM with a threshold nothing passes (c > 1) = LLaDA one token per step")
+def fastdllm_top1(ctx: VerifyContext):
+    gaps, ok = [], True
+    for prompt in _prompts(ctx, 14, 2 if ctx.quick else 5):
+        fast = fastdllm_generate(ctx.model64, prompt, steps=2, gen_length=16, block_length=8, threshold=1.0,
+                                 inclusive=False)
+        slow = generate(ctx.model64, prompt, steps=16, gen_length=16, block_length=8)
+        ok &= torch.equal(fast.canvas, slow.canvas) and fast.trace.counters.full_forwards == 16
+        gaps.append(_min_gap(slow.trace))
+    return len(gaps), ok, min(gaps), "confidence gap", "float64 model"
