@@ -5,7 +5,7 @@ local copies to run the comparison; otherwise the tests are skipped with that re
 
     VERIDEC_OFFICIAL_LLADA=.../ML-GSAI/LLaDA/generate.py
     VERIDEC_OFFICIAL_DREAM=.../Dream-v0-Instruct-7B/generation_utils.py
-    VERIDEC_OFFICIAL_FASTDLLM=.../NVlabs/Fast-dLLM/llada/generate.py
+    VERIDEC_OFFICIAL_FASTDLLM=.../NVlabs/Fast-dLLM/llada/generate.py   (no cache, prefix and dual cache)
     pytest tests/test_official_conformance.py
 
 Each test draws random configurations, seeds torch's global RNG identically for both implementations and
@@ -133,3 +133,62 @@ def test_fastdllm_generate_matches_official():
         assert torch.equal(got.canvas, want) and got.trace.counters.full_forwards == nfe, (trial, kw)
         compared += 1
     assert compared >= TRIALS // 2
+
+
+class FastDLLMCacheAdapter:
+    """Our model behind the cache protocol of Fast-dLLM's modelling: ``model(x, use_cache=True)`` returns
+    per-layer (key, value) tuples; ``model(x, past_key_values=prefix)`` attends to that prefix and x (prefix
+    cache); ``model(block, past_key_values=full, replace_position=mask)`` rewrites the block in place (dual)."""
+
+    class Output:
+        def __init__(self, logits, past_key_values=None):
+            self.logits, self.past_key_values = logits, past_key_values
+
+    def __init__(self, model):
+        self.model, self.device = model, model.device
+
+    def __call__(self, x, past_key_values=None, use_cache=False, replace_position=None):
+        from veridec.models import KVCache
+
+        if past_key_values is None:
+            out, cache = self.model.prefill(x)
+            return self.Output(out.logits, list(zip(cache.keys, cache.values)))
+        batch, _, cached, _ = past_key_values[0][0].shape
+        cache = KVCache([k.clone() for k, _ in past_key_values], [v.clone() for _, v in past_key_values],
+                        torch.ones(batch, cached, dtype=torch.bool), torch.zeros(batch, dtype=torch.long))
+        if replace_position is None:  # prefix cache: x continues after the cached prefix
+            positions = torch.arange(cached, cached + x.shape[1]).expand(batch, -1)
+            return self.Output(self.model.forward_cached(x, positions, cache, write=False).logits)
+        positions = torch.nonzero(replace_position[0]).flatten().expand(batch, -1)
+        logits = self.model.forward_cached(x, positions, cache).logits
+        for layer, (keys, values) in enumerate(past_key_values):  # their modelling writes the block in place
+            keys[:, :, positions[0]] = cache.keys[layer][:, :, positions[0]]
+            values[:, :, positions[0]] = cache.values[layer][:, :, positions[0]]
+        return self.Output(logits)
+
+
+def test_fastdllm_cached_generate_matches_official():
+    from veridec.optimized.fastdllm import generate_with_dual_cache, generate_with_prefix_cache
+
+    off = official("VERIDEC_OFFICIAL_FASTDLLM")
+    pairs = {"prefix": (off.generate_with_prefix_cache, generate_with_prefix_cache),
+             "dual": (off.generate_with_dual_cache, generate_with_dual_cache)}
+    rng, compared = random.Random(3), 0
+    for trial in range(TRIALS):
+        model = random_model("llada", trial % 4)
+        blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
+        kw = dict(steps=blocks * rng.randint(2, block + 1), gen_length=blocks * block, block_length=block,
+                  temperature=rng.choice([0.0, 0.0, 0.7]), remasking=rng.choice(["low_confidence", "random"]),
+                  mask_id=model.special.mask_id, threshold=rng.choice([None, 0.05, 0.2, 0.5, 0.9]))
+        prompt, seed = torch.randint(0, 90, (1, rng.randint(1, 6))), rng.randint(0, 10**6)
+        for name, (theirs, ours) in pairs.items():
+            torch.manual_seed(seed)
+            try:
+                want, nfe = theirs(FastDLLMCacheAdapter(model), prompt, **kw)
+            except IndexError:  # the official quota loop runs out of schedule (F3)
+                continue
+            torch.manual_seed(seed)
+            got = ours(model, prompt, ties="torch", **kw)
+            assert torch.equal(got.canvas, want) and len(got.trace.steps) == nfe, (trial, name, kw)
+            compared += 1
+    assert compared >= TRIALS

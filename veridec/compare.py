@@ -18,7 +18,7 @@ from .trace import StepRecord, Trace
 
 @dataclass
 class Divergence:
-    step: int
+    step: int  # the step index in trace a (in b when only b committed)
     row: int
     position: int
     token_a: int | None  # what each trace committed at ``position`` in that step (None: nothing)
@@ -54,17 +54,17 @@ def compare_traces(a: Trace, b: Trace, canvas_a: torch.Tensor | None = None, can
         raise ValueError(f"batch sizes differ: {a.batch_size} vs {b.batch_size}")
     divergences, logit_errors, tvs = [], [], []
     for row in range(a.batch_size):
-        for step, (sa, sb) in enumerate(zip(a.steps, b.steps)):
+        steps_a, steps_b = _committing(a, row), _committing(b, row)
+        for (step, sa), (_, sb) in zip(steps_a, steps_b):
             if sa.committed(row) != sb.committed(row):
                 divergences.append(_divergence(step, row, sa, sb, numeric_error))
                 break
             _logit_differences(sa, sb, row, logit_errors, tvs)
         else:  # one trace may go on committing after the other stopped
-            longer = a if len(a.steps) > len(b.steps) else b
-            for step in range(min(len(a.steps), len(b.steps)), len(longer.steps)):
-                if longer.steps[step].positions[row]:
-                    divergences.append(_one_sided(step, row, longer.steps[step], longer is a))
-                    break
+            if len(steps_a) != len(steps_b):
+                longer_is_a = len(steps_a) > len(steps_b)
+                step, extra = (steps_a if longer_is_a else steps_b)[min(len(steps_a), len(steps_b))]
+                divergences.append(_one_sided(step, row, extra, longer_is_a))
     first = min(divergences, key=lambda d: (d.step, d.row), default=None)
     return TraceComparison(
         same_commit_order=not divergences, first_divergence=first, steps=(len(a.steps), len(b.steps)),
@@ -78,6 +78,12 @@ def token_match_rate(canvas_a: torch.Tensor, canvas_b: torch.Tensor, prompt_leng
     if canvas_a.shape != canvas_b.shape:
         raise ValueError(f"canvas shapes differ: {tuple(canvas_a.shape)} vs {tuple(canvas_b.shape)}")
     return (canvas_a[:, prompt_length:] == canvas_b[:, prompt_length:]).double().mean().item()
+
+
+def _committing(trace: Trace, row: int) -> list[tuple[int, StepRecord]]:
+    """(step index, record) of the steps in which ``row`` committed something: the commit order ignores
+    steps that commit nothing (a schedule's empty steps, a forward after a block is already done)."""
+    return [(i, step) for i, step in enumerate(trace.steps) if step.positions[row]]
 
 
 def _divergence(step: int, row: int, sa: StepRecord, sb: StepRecord, numeric_error: float) -> Divergence:

@@ -52,8 +52,8 @@ class Trace:
     counters: Counters = field(default_factory=Counters)
 
     def commit_order(self, row: int = 0) -> list[set[tuple[int, int]]]:
-        """The (position, token) sets committed at each step, in order (equal for equal decoders)."""
-        return [step.committed(row) for step in self.steps]
+        """The non-empty (position, token) sets committed step by step (equal for equal decoders)."""
+        return [step.committed(row) for step in self.steps if step.positions[row]]
 
     def tokens_committed(self) -> int:
         return sum(len(p) for step in self.steps for p in step.positions)
@@ -92,17 +92,18 @@ def logit_margins(logits: torch.Tensor) -> torch.Tensor:
 
 def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Tensor, mask_id: int,
                 confidence: torch.Tensor, logits: torch.Tensor, order: list[list[int]],
-                record_logits: bool = False) -> None:
+                record_logits: bool = False, offset: int = 0) -> None:
     """Append one step: positions of ``order`` (per row, ranked) that went from mask to token.
 
-    before/after [B, L]; confidence [B, L] (the rule's ranking score, -inf for non-candidates);
-    logits [B, L, V] the logits the token choice was made from.
+    before/after [B, W]; confidence [B, W] (the rule's ranking score, -inf for non-candidates);
+    logits [B, W, V] the logits the token choice was made from. The arrays may cover a window of the canvas
+    starting at canvas position ``offset`` (cached decoders); recorded positions are canvas positions.
     """
     margins = logit_margins(logits.float())  # [B, L]
     positions, tokens, confs, margs, gaps, kept_logits = [], [], [], [], [], []
     for row, ranked in enumerate(order):
         committed = [p for p in ranked if before[row, p] == mask_id and after[row, p] != mask_id]
-        positions.append(committed)
+        positions.append([p + offset for p in committed])
         tokens.append(after[row, committed].tolist())
         confs.append(confidence[row, committed].double().tolist())
         margs.append(margins[row, committed].tolist())

@@ -160,13 +160,15 @@ class BidirectionalTransformer(nn.Module):
 
         write=True: K/V at ``positions`` are recomputed and overwrite the cache; queries attend to all L entries
         (``attn_bias`` broadcastable to [B, H, Q, L]). write=False: the cache is left untouched; queries attend
-        to the L cached entries followed by their own Q new entries (``attn_bias`` [B, H, Q, L + Q]).
+        to the L cached entries followed by their own Q new entries (``attn_bias`` [B, H, Q, L + Q]); their
+        positions may lie beyond the cache (new tokens after a cached prefix).
         Returns raw logits [B, Q, V]: the query at position j scores token j + logit_shift.
         """
         if tokens.shape != positions.shape or tokens.dim() != 2:
             raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} must both be [B, Q]")
-        if positions.min() < 0 or positions.max() >= cache.length:
-            raise ValueError(f"positions must lie in [0, {cache.length}), got [{positions.min()}, {positions.max()}]")
+        if positions.min() < 0 or (write and positions.max() >= cache.length):
+            raise ValueError(f"positions must lie in [0, {cache.length}) to be written, got "
+                             f"[{positions.min()}, {positions.max()}]")
         if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
             raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
         rope = positions - cache.rope_offset[:, None]  # [B, Q]

@@ -52,15 +52,31 @@ def fastdllm_step(logits: torch.Tensor, x: torch.Tensor, candidates: torch.Tenso
         x0_p = torch.rand(x0.shape, device=x0.device, generator=generator)
     x0 = torch.where(candidates, x0, x)
     confidence = torch.where(candidates, x0_p, -torch.inf)
-    counts = candidates.sum(dim=1) if params.threshold is not None else num_transfer
-    new_x, order = x.clone(), []
-    for row in range(x.shape[0]):
-        ranked = top_k_indices(confidence[row], int(counts[row]), params.ties)
-        if params.threshold is not None and len(ranked):
-            keep = passes(confidence[row, ranked], params.threshold, params.inclusive)
-            keep[0] = True  # the most confident candidate is always committed
-            ranked = ranked[keep]
-        new_x[row, ranked] = x0[row, ranked]
-        order.append(ranked.tolist())
+    counts = candidates.sum(dim=1) if params.threshold is not None else num_transfer  # [B]
+    ranking, rank = _ranking(confidence, counts, params.ties)  # [B, L] each
+    selected = rank < counts[:, None]
+    if params.threshold is not None:  # the most confident candidate is always committed
+        selected &= passes(confidence, params.threshold, params.inclusive) | (rank == 0)
+    new_x = torch.where(selected, x0, x)
+    order = [r[s[r]].tolist() for r, s in zip(ranking, selected)]  # committed positions in rank order
     choice_logits = logits if params.temperature == 0 else noisy.log()
     return StepResult(new_x, confidence, order, choice_logits)
+
+
+def _ranking(confidence: torch.Tensor, counts: torch.Tensor, ties: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions by decreasing confidence [B, L] and each position's rank [B, L]. ties="lowest": one stable
+    sort of all rows; ties="torch": torch.topk row by row (the official order), unranked positions last."""
+    batch, length = confidence.shape
+    if ties == "torch":
+        ranking = torch.stack([torch.cat([top, _rest(top, length)]) for top in
+                               (top_k_indices(c, int(k), "torch") for c, k in zip(confidence, counts))])
+    else:
+        ranking = torch.sort(confidence, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(ranking).scatter_(1, ranking, torch.arange(length, device=ranking.device).expand(batch, -1))
+    return ranking, rank
+
+
+def _rest(top: torch.Tensor, length: int) -> torch.Tensor:
+    keep = torch.ones(length, dtype=torch.bool, device=top.device)
+    keep[top] = False
+    return torch.arange(length, device=top.device)[keep]
