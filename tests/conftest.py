@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 torch.set_num_threads(1)
 
 # ci: derandomized and deadline-free (used by .ci/run through `--hypothesis-profile=ci`); dev: random.
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=20, print_blob=True,
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=50, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", deadline=None, max_examples=20,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
