@@ -27,15 +27,19 @@ BLOCK = 32
 
 
 def prompt_decoders(gen: int) -> dict:
-    """Decoders continuing a prompt: name -> fn(model, prompt [B, P], mask [B, P]) -> Decoded."""
+    """Decoders continuing a prompt: name -> fn(model, prompt [B, P]) -> Decoded."""
+    log = dict(record_logits=True)  # committed tokens' probabilities come from the recorded logits
     return {
-        "llada low_confidence": lambda m, p, a: llada_generate(m, p, a, steps=gen, gen_length=gen, block_length=BLOCK),
-        "llada random": lambda m, p, a: llada_generate(m, p, a, steps=gen, gen_length=gen, block_length=BLOCK,
-                                                       remasking="random"),
-        "dream entropy": lambda m, p, a: diffusion_generate(m, p, a, max_new_tokens=gen, steps=gen, alg="entropy"),
-        "conf top-4": lambda m, p, a: llada_generate(m, p, a, gen_length=gen, block_length=BLOCK, tokens_per_step=4),
-        "fast-dllm 0.9": lambda m, p, a: fastdllm_generate(m, p, a, steps=gen // BLOCK, gen_length=gen,
-                                                           block_length=BLOCK, threshold=0.9),
+        "llada low_confidence": lambda m, p: llada_generate(m, p, steps=gen, gen_length=gen, block_length=BLOCK,
+                                                               **log),
+        "llada random": lambda m, p: llada_generate(m, p, steps=gen, gen_length=gen, block_length=BLOCK,
+                                                       remasking="random", **log),
+        "dream entropy": lambda m, p: diffusion_generate(m, p, max_new_tokens=gen, steps=gen, alg="entropy",
+                                                            **log),
+        "conf top-4": lambda m, p: llada_generate(m, p, gen_length=gen, block_length=BLOCK, tokens_per_step=4,
+                                                     **log),
+        "fast-dllm 0.9": lambda m, p: fastdllm_generate(m, p, steps=gen // BLOCK, gen_length=gen,
+                                                           block_length=BLOCK, threshold=0.9, **log),
     }
 
 
@@ -62,23 +66,36 @@ def fill_masks(model, x: torch.Tensor, threshold: float | None = None, per_step:
         trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
         quota = ((x == mask_id).sum(dim=1)).clamp_max(per_step)
         result = fastdllm_step(logits, x, x == mask_id, params, num_transfer=quota)
-        record_step(trace, 0, x, result.x, mask_id, result.confidence, result.choice_logits, result.order)
+        record_step(trace, 0, x, result.x, mask_id, result.confidence, result.choice_logits, result.order,
+                    record_logits=True)
         x = result.x
     return Decoded(x, trace)
 
 
-def left_pad(rows: list[list[int]], pad_id: int):
-    width = max(len(r) for r in rows)
-    x = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, row in enumerate(rows):
-        x[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
-    return x, mask
+def decode_each(decode, model, rows: list[list[int]]) -> tuple[list[torch.Tensor], dict]:
+    """Decode every prompt alone (a batch would make each row wait for the slowest: its steps would not be
+    the row's own) -> the canvases and the cost statistics summed over prompts."""
+    canvases, forwards, steps, committed, confident = [], 0, 0, 0, 0.0
+    start = time.time()
+    for row in rows:
+        canvas, trace = decode(model, torch.tensor([row]))
+        canvases.append(canvas[0])
+        forwards += trace.counters.full_forwards
+        steps += len(trace.steps)
+        committed += trace.tokens_committed()
+        confident += confident_share(trace) * trace.tokens_committed()
+    return canvases, {"tokens_per_step": round(committed / max(1, steps), 3),
+                      "full_forwards_per_prompt": round(forwards / len(rows), 2),
+                      "share_conf_gt_0.9": round(confident / max(1, committed), 4),
+                      "seconds": round(time.time() - start, 2)}
 
 
 def confident_share(trace: Trace, level: float = 0.9) -> float:
-    confidences = [c for step in trace.steps for row in step.confidences for c in row]
-    return sum(c > level for c in confidences) / max(1, len(confidences))
+    """Share of committed tokens whose probability (softmax of the recorded logits) exceeds ``level``."""
+    probs = [torch.tensor(logits, dtype=torch.float64).softmax(-1)[token].item()
+             for step in trace.steps for row_logits, row_tokens in zip(step.logits, step.tokens)
+             for logits, token in zip(row_logits, row_tokens)]
+    return sum(p > level for p in probs) / max(1, len(probs))
 
 
 def generated_lines(model, canvas_row: torch.Tensor, prompt_length: int, partial_line: str) -> tuple[list[str], bool]:
@@ -91,28 +108,23 @@ def generated_lines(model, canvas_row: torch.Tensor, prompt_length: int, partial
     return (lines if ended else lines[:-1]), ended  # a line cut by gen_length is not scored
 
 
-def prompt_mode(model, decoders: dict, n_prompts: int, gen: int, seed: int) -> dict:
+def prompt_mode(model, decoders: dict, n_prompts: int, seed: int) -> dict:
     rng = random.Random(seed)
     cases = [corpus.split_prompt(corpus.generate_document(rng, 120), rng) for _ in range(n_prompts)]
-    x, mask = left_pad([model.tokenizer(p)["input_ids"] for p, _ in cases], model.special.pad_id)
+    rows = [model.tokenizer(prompt)["input_ids"] for prompt, _ in cases]
     results = {}
     for name, decode in decoders.items():
         torch.manual_seed(seed)
-        start = time.time()
-        canvas, trace = decode(model, x, mask)
+        canvases, stats = decode_each(decode, model, rows)
         valid = lines = exact = 0
-        for row, (prompt, truth) in enumerate(cases):
+        for canvas, row, (prompt, truth) in zip(canvases, rows, cases):
             partial = prompt.split("\n")[-1]
-            written, _ = generated_lines(model, canvas[row], x.shape[1], partial)
+            written, _ = generated_lines(model, canvas, len(row), partial)
             score = corpus.score_text("\n".join(written))
             valid, lines = valid + score.valid, lines + score.lines
             exact += bool(written) and written[0] == partial + truth
         results[name] = {"validity": round(valid / max(1, lines), 4), "lines_scored": lines,
-                         "first_line_exact": round(exact / len(cases), 4),
-                         "tokens_per_step": round(trace.tokens_per_step(), 3),
-                         "full_forwards": trace.counters.full_forwards,
-                         "share_conf_gt_0.9": round(confident_share(trace), 4),
-                         "seconds": round(time.time() - start, 2)}
+                         "first_line_exact": round(exact / len(cases), 4), **stats}
     return results
 
 
@@ -125,21 +137,16 @@ def infill_mode(model, decoders: dict, n_docs: int, seed: int) -> dict:
         rows.append([model.special.mask_id if rng.random() < 0.5 else t for t in ids[:-1]] + ids[-1:])
     results = {}
     for name, decode in infill_decoders().items():
+        canvases, stats = decode_each(decode, model, rows)
         valid = lines = restored = 0
-        canvases, forwards, committed = [], 0, 0
-        for row in rows:  # one canvas at a time: infill rows have different mask counts
-            canvas, trace = decode(model, torch.tensor([row]))
-            canvases.append(canvas[0])
-            forwards += trace.counters.full_forwards
-            committed += trace.tokens_committed()
         for doc, canvas in zip(docs, canvases):
             ids = canvas.tolist()
             text = model.tokenizer.decode(ids[: ids.index(model.special.eos_id)] if model.special.eos_id in ids
                                           else ids)
             score = corpus.score_text(text)
             valid, lines, restored = valid + score.valid, lines + score.lines, restored + (text == doc)
-        results[name] = {"validity": round(valid / max(1, lines), 4), "restored_exactly": round(restored / n_docs, 4),
-                         "tokens_per_step": round(committed / max(1, forwards), 3), "full_forwards": forwards}
+        results[name] = {"validity": round(valid / max(1, lines), 4),
+                         "restored_exactly": round(restored / n_docs, 4), **stats}
     return results
 
 
@@ -154,13 +161,11 @@ def hmm_world(n_prompts: int, gen: int, seed: int) -> dict:
     results = {"true_continuations_nll_per_token": round(truth_nll, 4)}
     for name, decode in prompt_decoders(gen).items():
         torch.manual_seed(seed)
-        canvas, trace = decode(model, prompts, None)
+        canvases, stats = decode_each(decode, model, prompts.tolist())
+        canvas = torch.stack(canvases)
         symbols = (canvas < hmm.num_symbols).all(dim=1)  # a special token is not an HMM symbol
         nll = -(hmm.log_likelihood(canvas[symbols]) - prefix_ll[symbols]).mean().item() / gen
-        results[name] = {"nll_per_token": round(nll, 4), "rows_with_non_symbols": int((~symbols).sum()),
-                         "tokens_per_step": round(trace.tokens_per_step(), 3),
-                         "full_forwards": trace.counters.full_forwards,
-                         "share_conf_gt_0.9": round(confident_share(trace), 4)}
+        results[name] = {"nll_per_token": round(nll, 4), "rows_with_non_symbols": int((~symbols).sum()), **stats}
     return results
 
 
@@ -171,7 +176,7 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
         "quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK,
         "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds", "final_val_loss")}
                      for name in ("default", "hmm")},
-        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, gen, seed),
+        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, seed),
         "infill_mode": infill_mode(model, infill_decoders(), n, seed),
         "hmm_world": hmm_world(n, gen, seed),
     }
