@@ -49,3 +49,17 @@ def test_subpackages_import():
     import veridec.optimized  # noqa: F401
     import veridec.proofs_checks  # noqa: F401
     import veridec.reference  # noqa: F401
+
+
+def test_every_package_is_listed_for_normal_installs():
+    """An editable install finds any folder; a normal install ships only the packages pyproject lists."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = set()
+    for folder, package in PACKAGES.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join([package, *parts]))
+    assert found == listed, f"missing from pyproject: {sorted(found - listed)}; stale: {sorted(listed - found)}"
