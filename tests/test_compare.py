@@ -65,3 +65,10 @@ def test_token_match_rate_counts_generated_positions_only():
     a = torch.tensor([[1, 2, 3, 4, 5, 6]])
     b = torch.tensor([[9, 9, 3, 4, 0, 6]])
     assert token_match_rate(a, b, prompt_length=2) == 0.75
+
+
+def test_commit_order_skips_steps_that_commit_nothing():
+    a = trace_of([([3], [7], [1.0], 0.2), ([], [], [], float("inf")), ([4], [1], [1.0], 0.2)])
+    b = trace_of([([3], [7], [1.0], 0.2), ([4], [1], [1.0], 0.2)])
+    assert a.commit_order() == b.commit_order() == [{(3, 7)}, {(4, 1)}]
+    assert compare_traces(a, b).same_commit_order

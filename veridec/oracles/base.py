@@ -54,8 +54,6 @@ class Oracle:
         mask_column = torch.zeros(*x.shape, 1, dtype=torch.float64)  # p(mask) = 0
         return PredictorOutput(torch.cat([probs, mask_column], dim=-1).log().clamp_min(IMPOSSIBLE))
 
-    forward = __call__
-
     def _check_full(self, x: torch.Tensor) -> None:
         if (x == self.special.mask_id).any():
             raise ValueError("x: a full sequence is needed (no mask tokens)")
