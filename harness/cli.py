@@ -15,11 +15,12 @@ import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from veridec.models.shipped import load_model  # noqa: E402
+from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
+from veridec.rules.llada import REMASKING  # noqa: E402
 
 from .registry import VerifyContext, all_checks, results_to_json  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
-DREAM_ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
 
 
 class UsageError(ValueError):
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--block-length", type=int, default=None, help="LLaDA block length (default: gen length)")
     gen.add_argument("--steps", type=int, default=None, help="denoising steps (default: gen length)")
     gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--remasking", choices=("low_confidence", "random"), default="low_confidence")
+    gen.add_argument("--remasking", choices=REMASKING, default="low_confidence")
     gen.add_argument("--cfg-scale", type=float, default=0.0)
     gen.add_argument("--alg", choices=DREAM_ALGS, default="entropy", help="Dream's position-selection rule")
     gen.add_argument("--tokens-per-step", type=int, default=None, help="fixed top-k per step (Conf baseline)")

@@ -16,12 +16,8 @@ import torch
 
 from veridec.canvas import initial_canvas
 from veridec.rules.common import gumbel_noisy_logits
-from veridec.rules.fastdllm import FastDLLMParams, fastdllm_step
-from veridec.rules.llada import LLaDAParams, transfer_schedule
+from veridec.rules.fastdllm import FastDLLMParams, block_quota, fastdllm_step, quota_at
 from veridec.trace import Decoded, Trace, record_step
-
-CACHES = ("prefix", "dual")
-
 
 @torch.no_grad()
 def generate_with_prefix_cache(model, prompt, attention_mask=None, steps=128, gen_length=128, block_length=128,
@@ -51,7 +47,6 @@ def _cached_generate(cache_kind, model, prompt, attention_mask, steps, gen_lengt
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     length = x.shape[1]
     trace = Trace(f"fastdllm-{cache_kind}-cache", {**params.__dict__, "mask_id": mask_id}, prompt_len, batch)
-    quota = LLaDAParams(steps=params.steps, gen_length=gen_length, block_length=block_length)
     positions = torch.arange(length, device=x.device)[None]  # [1, L]
 
     def step(logits, window_start, window_end, candidates, schedule_column, block):
@@ -64,11 +59,10 @@ def _cached_generate(cache_kind, model, prompt, attention_mask, steps, gen_lengt
 
     for block in range(params.num_blocks):
         start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
-        schedule = transfer_schedule((x[:, start:end] == mask_id).sum(dim=1), quota)
-        column = lambda i: None if threshold is not None else schedule[:, min(i, schedule.shape[1] - 1)]  # noqa: E731
+        schedule = block_quota((x[:, start:end] == mask_id).sum(dim=1), params)
         out, cache = model.prefill(x, attention_mask)  # refresh: K/V of the whole canvas as it is now
         trace.counters.add_forward(rows=batch, queries=length)
-        step(out.logits, 0, length, (x == mask_id) & (positions < end), column(0), block)
+        step(out.logits, 0, length, (x == mask_id) & (positions < end), quota_at(schedule, 0), block)
         window_end = length if cache_kind == "prefix" else end
         query = torch.arange(start, window_end, device=x.device).expand(batch, -1)  # [B, W]
         i = 1
@@ -80,7 +74,7 @@ def _cached_generate(cache_kind, model, prompt, attention_mask, steps, gen_lengt
             if cache_kind == "prefix":
                 gumbel_noisy_logits(logits, temperature, generator)  # the official code's unused draw
             candidates = (x[:, start:window_end] == mask_id) & (query < end)
-            step(logits, start, window_end, candidates, column(i), block)
+            step(logits, start, window_end, candidates, quota_at(schedule, i), block)
             if not (x[:, start:end] == mask_id).any():
                 break
             i += 1

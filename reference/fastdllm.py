@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.rules.fastdllm import FastDLLMParams, fastdllm_step
-from veridec.rules.llada import LLaDAParams, transfer_schedule
+from veridec.rules.fastdllm import FastDLLMParams, block_quota, fastdllm_step, quota_at
 from veridec.trace import Decoded, Trace, record_step
 
 
@@ -26,11 +25,10 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
     batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     trace = Trace("fastdllm", {**params.__dict__, "mask_id": mask_id}, prompt_len, batch)
-    quota = LLaDAParams(steps=params.steps, gen_length=gen_length, block_length=block_length)
     positions = torch.arange(x.shape[1], device=x.device)[None]  # [1, L]
     for block in range(params.num_blocks):
         start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
-        schedule = transfer_schedule((x[:, start:end] == mask_id).sum(dim=1), quota)
+        schedule = block_quota((x[:, start:end] == mask_id).sum(dim=1), params)
         step = 0
         while (x[:, start:end] == mask_id).any():
             if step > block_length + params.steps_per_block:  # every step commits unless the mask is predicted
@@ -38,8 +36,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
             logits = model(x, attention_mask=attention_mask).logits
             trace.counters.add_forward(rows=batch, queries=x.shape[1])
             candidates = (x == mask_id) & (positions < end)
-            num_transfer = None if threshold is not None else schedule[:, min(step, schedule.shape[1] - 1)]
-            result = fastdllm_step(logits, x, candidates, params, num_transfer, generator)
+            result = fastdllm_step(logits, x, candidates, params, quota_at(schedule, step), generator)
             record_step(trace, block, x, result.x, mask_id, result.confidence, result.choice_logits, result.order,
                         record_logits)
             x, step = result.x, step + 1

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .common import TIES, BlockSchedule, check_blocks, check_choice, check_range, gumbel_noisy_logits, top_k_indices
-from .llada import REMASKING, StepResult
+from .llada import REMASKING, LLaDAParams, StepResult, transfer_schedule
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ class FastDLLMParams(BlockSchedule):
         if self.threshold is not None:
             check_range("threshold", self.threshold, low=0, high=1, low_open=True)
         check_choice("ties", self.ties, TIES)
+
+
+def block_quota(mask_counts: torch.Tensor, params: FastDLLMParams) -> torch.Tensor | None:
+    """Quota mode: LLaDA's schedule for a block with ``mask_counts`` [B] masks, [B, steps_per_block]
+    (S1.3); threshold mode: None."""
+    if params.threshold is not None:
+        return None
+    return transfer_schedule(mask_counts, LLaDAParams(steps=params.steps, gen_length=params.gen_length,
+                                                      block_length=params.block_length))
+
+
+def quota_at(schedule: torch.Tensor | None, step: int) -> torch.Tensor | None:
+    """The quota [B] of a block's ``step``; the last quota repeats if a block outlives its schedule (F3)."""
+    return None if schedule is None else schedule[:, min(step, schedule.shape[1] - 1)]
 
 
 def passes(confidence: torch.Tensor, threshold: float, inclusive: bool) -> torch.Tensor:
