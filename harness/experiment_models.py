@@ -20,7 +20,8 @@ from veridec.models.shipped import load_model, load_world_hmm, training_report
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.fastdllm import generate as fastdllm_generate
 from veridec.reference.llada import generate as llada_generate
-from veridec.rules.fastdllm import FastDLLMParams, fastdllm_step
+from veridec.rules.parallel import Threshold, TopK
+from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
 BLOCK = 32
@@ -57,15 +58,14 @@ def fill_masks(model, x: torch.Tensor, threshold: float | None = None, per_step:
     """Every mask of the canvas is a candidate; Fast-dLLM's rule (F3) commits the top ``per_step`` by float64
     confidence, or the top-1 plus all with confidence >= ``threshold``. One full forward per step."""
     mask_id = model.special.mask_id
-    params = FastDLLMParams(steps=1, gen_length=1, block_length=1, threshold=threshold)
+    rule = TopK(per_step) if threshold is None else Threshold(threshold)
     trace = Trace("fill-masks", {"threshold": threshold, "per_step": per_step}, 0, x.shape[0])
     while (x == mask_id).any():
         if len(trace.steps) > x.shape[1]:
             raise RuntimeError("fill_masks stalled: the model predicts the mask token")
         logits = model(x).logits
         trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
-        quota = ((x == mask_id).sum(dim=1)).clamp_max(per_step)
-        result = fastdllm_step(logits, x, x == mask_id, params, num_transfer=quota)
+        result = parallel_step(rule, logits, x, x == mask_id)
         record_step(trace, 0, x, result.x, mask_id, result.confidence, result.choice_logits, result.order,
                     record_logits=True)
         x = result.x

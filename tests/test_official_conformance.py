@@ -15,6 +15,7 @@ masks gives every position identical logits.
 """
 
 import importlib.util
+import inspect
 import os
 import random
 import sys
@@ -120,7 +121,8 @@ def test_fastdllm_generate_matches_official():
         blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
         kw = dict(steps=blocks * rng.randint(1, block + 1), gen_length=blocks * block, block_length=block,
                   temperature=rng.choice([0.0, 0.0, 0.7]), remasking=rng.choice(["low_confidence", "random"]),
-                  mask_id=model.special.mask_id, threshold=rng.choice([None, 0.05, 0.2, 0.5, 0.9]))
+                  mask_id=model.special.mask_id,
+                  **rule_args(rng, "factor" not in inspect.signature(off.generate).parameters))
         prompt = torch.randint(0, 90, (1, rng.randint(1, 6)))
         seed = rng.randint(0, 10**6)
         torch.manual_seed(seed)
@@ -133,6 +135,13 @@ def test_fastdllm_generate_matches_official():
         assert torch.equal(got.canvas, want) and got.trace.counters.full_forwards == nfe, (trial, kw)
         compared += 1
     assert compared >= TRIALS // 2
+
+
+def rule_args(rng, legacy: bool) -> dict:
+    """Quota, threshold or (files that have it) factor mode."""
+    if not legacy and rng.random() < 0.4:
+        return {"factor": rng.choice([0.5, 1.0, 2.0, 4.0])}
+    return {"threshold": rng.choice([None, 0.05, 0.2, 0.5, 0.9])}
 
 
 class FastDLLMCacheAdapter:
@@ -173,13 +182,14 @@ def test_fastdllm_cached_generate_matches_official():
     off = official("VERIDEC_OFFICIAL_FASTDLLM")
     pairs = {"prefix": (off.generate_with_prefix_cache, generate_with_prefix_cache),
              "dual": (off.generate_with_dual_cache, generate_with_dual_cache)}
+    legacy = "factor" not in inspect.signature(off.generate).parameters  # the June 2025 file (commit 24cc59e)
     rng, compared = random.Random(3), 0
     for trial in range(TRIALS):
         model = random_model("llada", trial % 4)
         blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
         kw = dict(steps=blocks * rng.randint(2, block + 1), gen_length=blocks * block, block_length=block,
                   temperature=rng.choice([0.0, 0.0, 0.7]), remasking=rng.choice(["low_confidence", "random"]),
-                  mask_id=model.special.mask_id, threshold=rng.choice([None, 0.05, 0.2, 0.5, 0.9]))
+                  mask_id=model.special.mask_id, **rule_args(rng, legacy))
         prompt, seed = torch.randint(0, 90, (1, rng.randint(1, 6))), rng.randint(0, 10**6)
         for name, (theirs, ours) in pairs.items():
             torch.manual_seed(seed)
@@ -188,7 +198,7 @@ def test_fastdllm_cached_generate_matches_official():
             except IndexError:  # the official quota loop runs out of schedule (F3)
                 continue
             torch.manual_seed(seed)
-            got = ours(model, prompt, ties="torch", **kw)
+            got = ours(model, prompt, ties="torch", legacy_loop=legacy, **kw)
             assert torch.equal(got.canvas, want) and len(got.trace.steps) == nfe, (trial, name, kw)
             compared += 1
     assert compared >= TRIALS

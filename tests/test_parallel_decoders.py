@@ -1,0 +1,107 @@
+"""Every parallel rule through the reference and optimized decoders (spec/parallel.md P11-P12).
+
+Tier E: optimized without cache == reference (same commit order, canvas and counters); in a one-layer model
+the prefix and dual caches == reference (stale K/V cannot differ, F7); a left-padded batch == each row alone.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import never_predicts_mask
+
+from veridec.compare import compare_traces
+from veridec.models import random_model
+from veridec.oracles import HMMOracle
+from veridec.optimized.parallel import decode as optimized
+from veridec.reference.parallel import decode as reference
+from veridec.rules.parallel import DAPD
+from veridec.rules.presets import PRESETS
+
+SIZES = dict(dtype=torch.float64, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
+NAMES = sorted(PRESETS)
+
+
+def left_padded(lengths, seed):
+    """Prompts of the given lengths, left-padded into [B, max] with their attention mask."""
+    gen = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    x, mask = torch.zeros(len(lengths), width, dtype=torch.long), torch.zeros(len(lengths), width, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        x[i, width - n:], mask[i, width - n:] = torch.randint(0, 90, (n,), generator=gen), 1
+    return x, mask
+
+
+def assert_same(a, b):
+    assert compare_traces(a.trace, b.trace).same_commit_order
+    assert torch.equal(a.canvas, b.canvas)
+
+
+@settings(max_examples=25)
+@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
+       lengths=st.lists(st.integers(1, 6), min_size=1, max_size=3), blocks=st.integers(1, 3),
+       block_length=st.sampled_from([1, 2, 3, 5]), temperature=st.sampled_from([0.0, 0.0, 0.8]))
+def test_optimized_without_cache_is_the_reference(name, family, seed, lengths, blocks, block_length, temperature):
+    model = random_model(family, seed % 3, num_layers=2, **SIZES)
+    prompt, mask = left_padded(lengths, seed)
+    kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length,
+              temperature=temperature)
+    ref = reference(model, prompt, mask, generator=torch.Generator().manual_seed(seed), **kw)
+    opt = optimized(model, prompt, mask, cache="none", generator=torch.Generator().manual_seed(seed), **kw)
+    assert_same(ref, opt)
+    assert ref.trace.counters == opt.trace.counters
+
+
+@settings(max_examples=25)
+@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["prefix", "dual"]),
+       seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5))
+def test_one_layer_caches_are_exact_for_every_rule(name, family, cache, seed, blocks, block_length):
+    model = never_predicts_mask(random_model(family, seed % 5, num_layers=1, **SIZES))
+    prompt, mask = left_padded([4, 2], seed)
+    kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length)
+    assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+@pytest.mark.parametrize("name", ["localleap", "klass-hq", "eb-hq", "dapd-hq", "factor"])
+def test_left_padded_batch_equals_single_rows(cache, name):
+    model = never_predicts_mask(random_model("dream", 3, num_layers=2, **SIZES))
+    prompt, mask = left_padded([6, 2, 4], 7)
+    kw = dict(rule=PRESETS[name], cache=cache, gen_length=8, block_length=4)
+    batch = optimized(model, prompt, mask, **kw)
+    for i, n in enumerate([6, 2, 4]):
+        alone = optimized(model, prompt[i:i + 1, 6 - n:], **kw)
+        assert torch.equal(batch.canvas[i, 6 - n:], alone.canvas[0])
+        assert batch.trace.commit_order(i) == [{(p + 6 - n, t) for p, t in s} for s in alone.trace.commit_order(0)]
+
+
+def test_cached_counters_count_windows_for_dream():
+    """Dream's window starts one position left (the query scoring the block's first token)."""
+    model = never_predicts_mask(random_model("dream", 2, num_layers=2, **SIZES))
+    prompt, _ = left_padded([3, 3], 1)
+    out = optimized(model, prompt, rule=PRESETS["sequential"], cache="dual", gen_length=8, block_length=4)
+    assert out.trace.counters.full_forwards == 2
+    assert out.trace.counters.query_positions == 2 * (2 * 11 + 3 * (4 + 1) * 2)  # 2 refreshes, 3 steps x 5 queries
+
+
+def test_models_without_attention_or_cache_are_refused_with_a_reason():
+    hmm = HMMOracle.random(3, 5, seed=0)
+    prompt = torch.zeros(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="needs attention weights; HMMOracle does not return them"):
+        reference(hmm, prompt, rule=DAPD(), gen_length=4, block_length=4)
+    with pytest.raises(ValueError, match="cache='dual' needs a model with a K/V cache API"):
+        optimized(hmm, prompt, rule=PRESETS["localleap"], gen_length=4, block_length=4)
+    assert optimized(hmm, prompt, rule=PRESETS["localleap"], cache="none", gen_length=4, block_length=4)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(gen_length=6, block_length=4), "must be divisible by block_length"),
+    (dict(block_length=0), r"block_length must lie in \[1, inf\]"),
+    (dict(temperature=-1), r"temperature must lie in \[0, inf\]"),
+    (dict(cache="full"), "cache must be one of"),
+])
+def test_bad_decode_arguments(kw, message):
+    args = dict(rule=PRESETS["localleap"], gen_length=8, block_length=4) | kw
+    with pytest.raises(ValueError, match=message):
+        optimized(random_model("llada", 0), torch.zeros(1, 2, dtype=torch.long), **args)

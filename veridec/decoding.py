@@ -1,0 +1,41 @@
+"""Argument checks and bookkeeping every block decoder shares (reference and optimized alike)."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict
+
+from .rules.common import TIES, check_blocks, check_choice, check_range
+from .rules.llada import REMASKING
+
+
+def check_decode_args(gen_length, block_length, temperature, remasking, ties) -> None:
+    check_blocks(gen_length, block_length, 1, steps_split=False)
+    check_range("temperature", temperature, low=0)
+    check_choice("remasking", remasking, REMASKING)
+    check_choice("ties", ties, TIES)
+
+
+def decode_params(rule, gen_length, block_length, temperature, remasking, mask_id) -> dict:
+    return {"rule": rule.name, **asdict(rule), "gen_length": gen_length, "block_length": block_length,
+            "temperature": temperature, "remasking": remasking, "mask_id": mask_id}
+
+
+def check_progress(step: int, block: int, block_length: int, rule) -> None:
+    """Every rule commits a candidate per step unless the model proposes the mask token itself."""
+    if step > block_length + getattr(rule, "steps_per_block", 0):
+        raise RuntimeError(f"block {block} stalled after {step} steps: the model predicts the mask token")
+
+
+def check_model_supports(model, rule, cache: str = "none") -> None:
+    """Clear errors for pairings the model cannot serve: attention for DAPD, a K/V cache for caches."""
+    if getattr(rule, "needs_attention", False) and "output_attentions" not in _parameters(model):
+        raise ValueError(f"rule {rule.name!r} needs attention weights; {type(model).__name__} does not return "
+                         "them (use a transformer model)")
+    if cache != "none" and not hasattr(model, "forward_cached"):
+        raise ValueError(f"cache={cache!r} needs a model with a K/V cache API; {type(model).__name__} has none "
+                         "(use cache='none')")
+
+
+def _parameters(model):
+    return inspect.signature(getattr(model, "forward", model.__call__)).parameters
