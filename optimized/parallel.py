@@ -70,7 +70,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
             check_progress(i, block, block_length, rule)
             if i == 0 or cache == "none":  # refresh: a full forward of the canvas as it is now
                 if cache == "none":
-                    out = model(x, attention_mask=attention_mask, output_attentions=needs_attention)
+                    attention = {"output_attentions": True} if needs_attention else {}
+                    out = model(x, attention_mask=attention_mask, **attention)
                 else:
                     out, kv = model.prefill(x, attention_mask, output_attentions=needs_attention)
                 trace.counters.add_forward(rows=batch, queries=length)
