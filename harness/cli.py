@@ -1,4 +1,4 @@
-"""The ``veridec`` command: generate, verify, train. Bad arguments: one line on stderr and exit code 2."""
+"""The ``veridec`` command: generate, verify, exactness, experiment, train. Bad arguments: one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep instead of spinning
@@ -18,7 +19,10 @@ from veridec.models.shipped import load_model  # noqa: E402
 from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.llada import REMASKING  # noqa: E402
 
-from .registry import VerifyContext, all_checks, results_to_json  # noqa: E402
+from veridec.rules.presets import PRESETS, preset  # noqa: E402
+
+from . import exactness  # noqa: E402
+from .registry import CheckResult, VerifyContext, all_checks, results_to_json  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
 
@@ -63,7 +67,20 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--quick", action="store_true", help="fewer cases per check")
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--only", default=None, help="run checks whose name contains this text")
+    ver.add_argument("--no-table", action="store_true", help="skip the exactness table")
+    ver.add_argument("--out", type=Path, default=None, help="write exactness.md and exactness.json here")
     ver.set_defaults(run=run_verify)
+
+    exa = commands.add_parser("exactness", help="the full exactness table: every preset x variant")
+    _model_args(exa)
+    exa.add_argument("--out", type=Path, default=Path("results"))
+    exa.add_argument("--quick", action="store_true", help="2 prompts, gen length 32")
+    exa.add_argument("--decoders", default=None, help="comma-separated preset names (default: all)")
+    exa.add_argument("--prompts", type=int, default=8)
+    exa.add_argument("--gen-length", type=int, default=64)
+    exa.add_argument("--block-length", type=int, default=32)
+    exa.add_argument("--seed", type=int, default=0)
+    exa.set_defaults(run=run_exactness)
 
     exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
     exp.add_argument("name", choices=("models",), help="models: how the shipped models decode")
@@ -186,11 +203,67 @@ def run_verify(args) -> int:
     results = []
     for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False):
         results.append(item.run(context))
+    rows = [] if args.no_table or args.only else verify_table(args, context.model)
+    if rows:
+        results.append(exactness_result(rows))
     print(format_table(results))
+    if rows:
+        print("\nExactness table (tier E rows must match the reference exactly):\n")
+        print(exactness.to_markdown(rows))
+    if args.out and rows:
+        exactness.write_table(rows, args.out, table_meta(args, *verify_table_size(args)))
     if args.json:
         args.json.write_text(json.dumps({"model": args.model, "seed": args.seed, "quick": args.quick,
-                                         "checks": results_to_json(results)}, indent=2))
+                                         "checks": results_to_json(results),
+                                         "exactness": [asdict(r) for r in rows]}, indent=2))
     return 0 if all(r.passed for r in results) else 1
+
+
+def verify_table_size(args) -> tuple[int, int]:
+    return (2, 32) if args.quick else (4, 64)
+
+
+def verify_table(args, model) -> list:
+    """The shipped default model's table also covers the HMM-world model (exact NLL under the true HMM)."""
+    prompts, gen = verify_table_size(args)
+    models = {args.model: model} | ({"hmm": None} if args.model == "default" else {})
+    total = len(models) * len(exactness.VERIFY_DECODERS) * len(exactness.VARIANTS)
+    rows = []
+    with tqdm(total=total, disable=args.quiet, desc="exactness", leave=False) as bar:
+        for name, loaded in models.items():
+            rows += exactness.table_for_model(name, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed,
+                                              model=loaded, progress=lambda: bar.update(1))
+    return rows
+
+
+def exactness_result(rows) -> CheckResult:
+    exact = [r for r in rows if r.tier == "E"]
+    failed = [f"{r.model}/{r.decoder}/{r.variant}" for r in exact if not r.exact]
+    return CheckResult("exactness/tier-E-rows", len(exact), not failed, None, "",
+                       "not exact: " + ", ".join(failed) if failed else "")
+
+
+def table_meta(args, prompts: int, gen_length: int) -> dict:
+    return {"model": args.model, "prompts": prompts, "gen_length": gen_length, "block_length": 32,
+            "seed": args.seed}
+
+
+def run_exactness(args) -> int:
+    decoders = sorted(PRESETS) if args.decoders is None else args.decoders.split(",")
+    for name in decoders:
+        preset(name)  # a clear error for unknown names
+    prompts, gen = (2, 32) if args.quick else (args.prompts, args.gen_length)
+    models = [args.model] + (["hmm"] if args.model == "default" else [])
+    device = check_device(args.device)
+    rows = []
+    with tqdm(total=len(models) * len(decoders) * len(exactness.VARIANTS), disable=args.quiet) as bar:
+        for name in models:
+            model = load_model(name, device=device, dtype=torch.float32)
+            rows += exactness.table_for_model(name, decoders, prompts, gen, args.block_length, args.seed, model,
+                                              progress=lambda: bar.update(1))
+    exactness.write_table(rows, args.out, {**table_meta(args, prompts, gen), "block_length": args.block_length})
+    print(exactness.to_markdown(rows))
+    return 0 if all(r.exact for r in rows if r.tier == "E") else 1
 
 
 def format_table(results) -> str:

@@ -37,6 +37,7 @@ class TraceComparison:
     token_match_rate: float | None = None
     max_logit_error: float | None = None  # over positions both committed at the same step, before divergence
     max_tv: float | None = None
+    commit_order_match_rate: float = 1.0  # share of batch rows whose commit order is the same
 
     @property
     def equivalent(self) -> bool:
@@ -70,7 +71,8 @@ def compare_traces(a: Trace, b: Trace, canvas_a: torch.Tensor | None = None, can
         same_commit_order=not divergences, first_divergence=first, steps=(len(a.steps), len(b.steps)),
         full_forwards=(a.counters.full_forwards, b.counters.full_forwards),
         token_match_rate=None if canvas_a is None else token_match_rate(canvas_a, canvas_b, a.prompt_length),
-        max_logit_error=max(logit_errors) if logit_errors else None, max_tv=max(tvs) if tvs else None)
+        max_logit_error=max(logit_errors) if logit_errors else None, max_tv=max(tvs) if tvs else None,
+        commit_order_match_rate=1 - len(divergences) / a.batch_size)
 
 
 def token_match_rate(canvas_a: torch.Tensor, canvas_b: torch.Tensor, prompt_length: int) -> float:

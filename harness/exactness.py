@@ -1,0 +1,181 @@
+"""The exactness table (spec/exactness.md): every decoder x {reference, optimized, prefix, dual} on a model.
+
+Each row compares a variant's decode of a batch of prompts with the reference decode of the same decoder:
+commit-order match (share of prompts), token match (share of generated tokens), max logit error (the
+variant's logits at its committed positions vs a full forward of the canvas it saw), full forwards, query
+positions computed per prompt, tokens per step (per prompt, its own steps), wall-clock speedup vs the
+sequential reference in the same run, and on the HMM-world model the exact per-token NLL of the
+continuations under the true HMM. Tier E rows must match exactly; tier A rows are measured.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from veridec import corpus
+from veridec.canvas import initial_canvas
+from veridec.compare import compare_traces
+from veridec.models.shipped import load_model, load_world_hmm
+from veridec.optimized.parallel import decode as optimized_decode
+from veridec.reference.parallel import decode as reference_decode
+from veridec.rules.presets import PRESETS
+
+VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
+VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq")
+
+
+@dataclass
+class Row:
+    model: str
+    decoder: str
+    variant: str
+    tier: str
+    prompts: int
+    commit_order_match: float
+    token_match: float
+    max_logit_error: float
+    full_forwards: int
+    positions_per_prompt: float
+    tokens_per_step: float
+    seconds: float
+    speedup_vs_sequential: float
+    hmm_nll_per_token: float | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error == 0
+
+
+def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompts [n, P] and mask: corpus document heads (default model) or HMM samples (hmm)."""
+    if model_name == "hmm":
+        rows = load_world_hmm().sample(n, 24, generator=torch.Generator().manual_seed(seed)).tolist()
+    else:
+        rng = random.Random(seed)
+        rows = [model.tokenizer(corpus.split_prompt(corpus.generate_document(rng, 120), rng)[0])["input_ids"]
+                for _ in range(n)]
+    width = max(map(len, rows))
+    x = torch.full((n, width), model.special.pad_id, dtype=torch.long)
+    mask = torch.zeros(n, width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        x[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
+    return x, mask
+
+
+def run_variant(model, variant: str, rule, prompt, mask, gen_length: int, block_length: int):
+    kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
+    start = time.perf_counter()
+    if variant == "reference":
+        out = reference_decode(model, prompt, mask, **kw)
+    else:
+        out = optimized_decode(model, prompt, mask, cache="none" if variant == "optimized" else variant, **kw)
+    return out, time.perf_counter() - start
+
+
+def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention: bool) -> float:
+    """Max |logit| difference between the decode's recorded logits at each step's committed positions and a
+    full forward of the canvas that step saw (``attention``: the forward that also returns attention weights,
+    whose explicit softmax rounds differently from SDPA, as the decode used)."""
+    x, attention_mask = initial_canvas(model, prompt, mask, gen_length, model.special.mask_id)
+    worst = 0.0
+    for step in decoded.trace.steps:
+        if not any(step.positions):
+            continue
+        logits = model(x, attention_mask=attention_mask, output_attentions=attention).logits  # [B, L, V]
+        for row, (positions, recorded) in enumerate(zip(step.positions, step.logits)):
+            if positions:
+                full = logits[row, positions].double()
+                worst = max(worst, (torch.tensor(recorded, dtype=torch.float64) - full).abs().max().item())
+                x[row, positions] = torch.tensor(step.tokens[row], dtype=torch.long)
+    return worst
+
+
+def row_tokens_per_step(trace) -> float:
+    """Mean over prompts of (tokens committed / steps in which the prompt committed)."""
+    rates = []
+    for row in range(trace.batch_size):
+        steps = [len(s.positions[row]) for s in trace.steps if s.positions[row]]
+        rates.append(sum(steps) / max(1, len(steps)))
+    return sum(rates) / len(rates)
+
+
+def hmm_nll(canvas: torch.Tensor, prompt_mask: torch.Tensor, prompt_len: int, gen_length: int) -> float | None:
+    """Exact NLL per generated token under the world HMM (rows with a non-symbol token are skipped)."""
+    hmm = load_world_hmm()
+    full_mask = torch.cat([prompt_mask, torch.ones(canvas.shape[0], gen_length, dtype=prompt_mask.dtype)], 1)
+    symbols = ((canvas < hmm.num_symbols) | (full_mask == 0)).all(dim=1)
+    if not symbols.any():
+        return None
+    rows = canvas[symbols].clamp_max(hmm.num_symbols - 1)
+    full = hmm.log_likelihood(rows, full_mask[symbols])
+    prefix = hmm.log_likelihood(rows[:, :prompt_len], prompt_mask[symbols])
+    return round(-(full - prefix).mean().item() / gen_length, 4)
+
+
+def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = 32,
+                    seed: int = 0, model=None, progress=None) -> list[Row]:
+    """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
+    adds the true HMM's NLL. The sequential reference is timed after one warm-up decode."""
+    model = load_model(model_name, dtype=torch.float32) if model is None else model
+    prompt, mask = prompts_for(model_name, model, n_prompts, seed)
+    for _ in range(2):  # the first run warms up allocations and kernels
+        _, sequential_seconds = run_variant(model, "reference", PRESETS["sequential"], prompt, mask, gen_length,
+                                            block_length)
+    rows = []
+    for name in decoders:
+        reference = None
+        for variant, tier in VARIANTS.items():
+            out, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen_length, block_length)
+            reference = reference or out
+            rows.append(make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds,
+                                 sequential_seconds, gen_length))
+            if progress:
+                progress()
+    return rows
+
+
+def make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds, sequential_seconds,
+             gen_length) -> Row:
+    comparison = compare_traces(reference.trace, out.trace, reference.canvas, out.canvas)
+    attention = getattr(PRESETS[name], "needs_attention", False)
+    error = 0.0 if variant == "reference" else replay_logit_error(model, prompt, mask, out, gen_length, attention)
+    nll = hmm_nll(out.canvas, mask, prompt.shape[1], gen_length) if model_name == "hmm" else None
+    counters = out.trace.counters
+    return Row(model_name, name, variant, tier, prompt.shape[0], round(comparison.commit_order_match_rate, 4),
+               round(comparison.token_match_rate, 4), error, counters.full_forwards,
+               round(counters.query_positions / prompt.shape[0], 1), round(row_tokens_per_step(out.trace), 3),
+               round(seconds, 3), round(sequential_seconds / seconds, 2), nll)
+
+
+def write_table(rows: list[Row], out, meta: dict) -> None:
+    """exactness.json (meta + rows) and exactness.md under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "exactness.json").write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2))
+    (out / "exactness.md").write_text(f"# Exactness table ({', '.join(f'{k} {v}' for k, v in meta.items())})\n\n"
+                                      + to_markdown(rows))
+
+
+COLUMNS = ("model", "decoder", "variant", "tier", "prompts", "commit_order_match", "token_match",
+           "max_logit_error", "full_forwards", "positions_per_prompt", "tokens_per_step", "speedup_vs_sequential",
+           "hmm_nll_per_token")
+
+
+def to_markdown(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        values = asdict(row)
+        lines.append("| " + " | ".join(format_cell(values[c]) for c in COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if value and abs(value) < 1e-3 else f"{value:g}"
+    return str(value)
