@@ -57,9 +57,27 @@ def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path)
     table = capsys.readouterr().out
     results = json.loads(out_file.read_text())["checks"]
     assert code == 0, table
-    assert {r["name"] for r in results} == set(registry.all_checks())
+    assert {r["name"] for r in results} == set(registry.all_checks()) | {"exactness/tier-E-rows"}
     assert all(r["passed"] and r["cases"] > 0 for r in results)
     assert f"{len(results)}/{len(results)} checks passed" in table
+    rows = json.loads(out_file.read_text())["exactness"]
+    assert len(rows) == 8 * 4 and {r["variant"] for r in rows} == {"reference", "optimized", "prefix", "dual"}
+    assert all(r["commit_order_match"] == 1 and r["max_logit_error"] == 0 for r in rows if r["tier"] == "E")
+    assert "| model | decoder | variant | tier |" in table
+
+
+def test_exactness_writes_json_and_markdown(tiny_folders, capsys, tmp_path):
+    args = ["exactness", "--model", str(tiny_folders["dream"]), "--quick", "--quiet", "--out", str(tmp_path),
+            "--decoders", "sequential,localleap"]
+    assert main(args) == 0
+    rows = json.loads((tmp_path / "exactness.json").read_text())["rows"]
+    assert [(r["decoder"], r["variant"]) for r in rows][:5] == [
+        ("sequential", "reference"), ("sequential", "optimized"), ("sequential", "prefix"),
+        ("sequential", "dual"), ("localleap", "reference")]
+    assert rows[0]["speedup_vs_sequential"] > 0 and rows[0]["hmm_nll_per_token"] is None
+    assert (tmp_path / "exactness.md").read_text().startswith("# Exactness table")
+    assert main(["exactness", "--model", str(tiny_folders["dream"]), "--decoders", "nope"]) == 2
+    assert "decoder preset must be one of" in capsys.readouterr().err
 
 
 def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, monkeypatch):
