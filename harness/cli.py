@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     exa.add_argument("--seed", type=int, default=0)
     exa.set_defaults(run=run_exactness)
 
+    base = commands.add_parser("baseline", help="hold the benchmark counters against benchmarks/baseline.json")
+    base.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
+    base.add_argument("--file", type=Path, default=None, help="baseline path (default benchmarks/baseline.json)")
+    base.add_argument("--gen-lengths", default="64,128,256")
+    base.set_defaults(run=run_baseline)
+
     exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
     exp.add_argument("name", choices=("models",), help="models: how the shipped models decode")
     exp.add_argument("--out", type=Path, default=Path("results"))
@@ -277,6 +283,23 @@ def format_table(results) -> str:
     failed = sum(not r.passed for r in results)
     lines.append(f"{len(results) - failed}/{len(results)} checks passed")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- baseline
+def run_baseline(args) -> int:
+    from . import baseline
+
+    path = args.file or baseline.BASELINE
+    gens = tuple(int(g) for g in args.gen_lengths.split(","))
+    records = baseline.run_cases(gens)
+    if args.update:
+        baseline.write(records, path)
+        print(f"wrote {len(records)} cases to {path}")
+        return 0
+    kept = {k: v for k, v in baseline.load(path).items() if int(k.rsplit("gen", 1)[1]) in gens}
+    problems = baseline.regressions(records, kept) + baseline.speed_shortfalls(records)
+    print("\n".join(problems) if problems else f"{len(kept)} cases within tolerance of {path}")
+    return 1 if problems else 0
 
 
 # ------------------------------------------------------------------------------------------- experiment

@@ -1,0 +1,110 @@
+"""The committed counter baseline and the CI regression gate (benchmarks/baseline.json, spec/exactness.md E5).
+
+Each benchmark case (decoder x variant x gen length) on the shipped default model records deterministic
+numbers: full forwards, query positions per prompt, tokens per step, and agreement with the same decoder's
+reference decode (token match, commit-order match). ``regressions`` holds a new run against the baseline with
+the tolerances below; improvements never fail. Update after an intended change with
+
+    veridec baseline --update          # rewrites benchmarks/baseline.json; review its diff
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from veridec.compare import compare_traces
+from veridec.models.shipped import load_model
+from veridec.rules.presets import PRESETS
+
+from .exactness import prompts_for, row_tokens_per_step, run_variant
+
+DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq")
+VARIANTS = ("reference", "prefix", "dual")  # "optimized" without cache is Tier E: the reference's counters
+GEN_LENGTHS = (64, 128, 256)
+BLOCK, PROMPTS, SEED = 32, 4, 0
+BASELINE = Path("benchmarks/baseline.json")
+# Allowed regression before the gate fails: relative for costs and throughput, absolute for agreement. Counters
+# are deterministic on one machine; the slack absorbs argmax flips from another CPU's float rounding.
+TOLERANCE = {"full_forwards": 0.05, "positions_per_prompt": 0.05, "tokens_per_step": 0.05,
+             "token_match": 0.05, "commit_order_match": 0.25}
+HIGHER_IS_WORSE = ("full_forwards", "positions_per_prompt")
+
+
+def case_name(decoder: str, variant: str, gen_length: int) -> str:
+    return f"{decoder}/{variant}/gen{gen_length}"
+
+
+def run_cases(gen_lengths=GEN_LENGTHS, decoders=DECODERS, variants=VARIANTS, model=None) -> dict[str, dict]:
+    """Decode every case once -> {case name: record}; ``seconds`` is wall time (not gated)."""
+    model = load_model("default", dtype=torch.float32) if model is None else model
+    prompt, mask = prompts_for("default", model, PROMPTS, SEED)
+    records = {}
+    for gen in gen_lengths:
+        for decoder in decoders:
+            reference = None
+            for variant in variants:
+                out, seconds = run_variant(model, variant, PRESETS[decoder], prompt, mask, gen, BLOCK)
+                reference = reference or out
+                comparison = compare_traces(reference.trace, out.trace, reference.canvas, out.canvas)
+                counters = out.trace.counters
+                records[case_name(decoder, variant, gen)] = {
+                    "full_forwards": counters.full_forwards,
+                    "positions_per_prompt": counters.query_positions / PROMPTS,
+                    "tokens_per_step": round(row_tokens_per_step(out.trace), 4),
+                    "token_match": round(comparison.token_match_rate, 4),
+                    "commit_order_match": round(comparison.commit_order_match_rate, 4),
+                    "seconds": round(seconds, 4)}
+    return records
+
+
+def regressions(current: dict[str, dict], baseline: dict[str, dict]) -> list[str]:
+    """One line per metric of a baseline case that got worse beyond TOLERANCE (or a case that vanished)."""
+    problems = []
+    for name, base in baseline.items():
+        if name not in current:
+            problems.append(f"{name}: missing from this run")
+            continue
+        for metric, tolerance in TOLERANCE.items():
+            now, then = current[name][metric], base[metric]
+            if metric in HIGHER_IS_WORSE:
+                worse = now > then * (1 + tolerance)
+            elif metric == "tokens_per_step":
+                worse = now < then * (1 - tolerance)
+            else:
+                worse = now < then - tolerance
+            if worse:
+                problems.append(f"{name}: {metric} {then} -> {now} (tolerance {tolerance})")
+    return problems
+
+
+def load(path: Path = BASELINE) -> dict[str, dict]:
+    return json.loads(Path(path).read_text())["cases"]
+
+
+def write(records: dict[str, dict], path: Path = BASELINE) -> None:
+    deterministic = {name: {k: v for k, v in r.items() if k != "seconds"} for name, r in records.items()}
+    meta = {"model": "default", "prompts": PROMPTS, "block_length": BLOCK, "seed": SEED,
+            "torch": torch.__version__, "written": time.strftime("%Y-%m-%d")}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"meta": meta, "tolerance": TOLERANCE, "cases": deterministic}, indent=1) + "\n")
+
+
+# Same-run wall-clock ratios held to conservative floors (measured ~10x, ~5x, ~5x on 2 shared cores).
+SPEED_FLOORS = {("fastdllm/dual/gen256", "sequential/reference/gen256"): 3.0,
+                ("fastdllm/dual/gen256", "fastdllm/reference/gen256"): 2.0,
+                ("sequential/dual/gen256", "sequential/reference/gen256"): 2.0}
+
+
+def speed_shortfalls(records: dict[str, dict]) -> list[str]:
+    """Ratios seconds(slow) / seconds(fast) of this run that fall below their floor."""
+    problems = []
+    for (fast, slow), floor in SPEED_FLOORS.items():
+        if fast in records and slow in records:
+            ratio = records[slow]["seconds"] / records[fast]["seconds"]
+            if ratio < floor:
+                problems.append(f"{fast} is only {ratio:.2f}x faster than {slow} (floor {floor}x)")
+    return problems

@@ -1,0 +1,47 @@
+"""The CI regression gate: benchmark counters vs the committed benchmarks/baseline.json (spec/exactness.md E5)."""
+
+from pathlib import Path
+
+import pytest
+
+from veridec.harness import baseline
+
+BASELINE = Path(__file__).parent.parent / "benchmarks" / "baseline.json"
+
+
+@pytest.fixture(scope="module")
+def records():
+    return baseline.run_cases()
+
+
+def test_counters_stay_within_tolerance_of_the_baseline(records):
+    """Update after an intended change: ``veridec baseline --update`` (the diff shows in review)."""
+    problems = baseline.regressions(records, baseline.load(BASELINE))
+    assert not problems, "\n".join(problems)
+    assert set(records) == set(baseline.load(BASELINE)), "cases changed: run veridec baseline --update"
+
+
+def test_same_run_speed_ratios_hold_their_floors(records):
+    problems = baseline.speed_shortfalls(records)
+    assert not problems, "\n".join(problems)
+
+
+def test_reference_rows_agree_with_themselves(records):
+    assert all(r["token_match"] == 1 and r["commit_order_match"] == 1
+               for name, r in records.items() if "/reference/" in name)
+
+
+def test_the_gate_fails_on_regressions():
+    base = {"a/dual/gen64": {"full_forwards": 10, "positions_per_prompt": 100.0, "tokens_per_step": 4.0,
+                             "token_match": 0.9, "commit_order_match": 0.5}}
+    same = {"a/dual/gen64": dict(base["a/dual/gen64"], seconds=1.0)}
+    assert baseline.regressions(same, base) == []
+    for metric, value in [("full_forwards", 11), ("positions_per_prompt", 106.0), ("tokens_per_step", 3.7),
+                          ("token_match", 0.84), ("commit_order_match", 0.2)]:
+        worse = {"a/dual/gen64": dict(same["a/dual/gen64"], **{metric: value})}
+        assert [p.split(":")[1].split()[0] for p in baseline.regressions(worse, base)] == [metric]
+    better = {"a/dual/gen64": dict(same["a/dual/gen64"], full_forwards=5, token_match=1.0)}
+    assert baseline.regressions(better, base) == []
+    assert baseline.regressions({}, base) == ["a/dual/gen64: missing from this run"]
+    slow = {"fastdllm/dual/gen256": {"seconds": 1.0}, "sequential/reference/gen256": {"seconds": 2.0}}
+    assert "floor 3.0x" in baseline.speed_shortfalls(slow)[0]
