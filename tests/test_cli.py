@@ -89,3 +89,12 @@ def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, mo
     assert code == 1
     assert "FAIL" in capsys.readouterr().out
     assert main(["verify", "--model", str(tiny_folders["llada"]), "--only", "no-such-check"]) == 2
+
+
+def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
+    from veridec.harness import gpu_check
+
+    assert gpu_check.main(["--device", "cpu", "--shape", "tiny", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * 15
+    assert report["timing"]["full_forward_ms"] > 0 and report["timing"]["ratio"] > 0

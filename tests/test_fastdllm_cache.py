@@ -5,10 +5,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import never_predicts_mask
-
 from veridec.compare import compare_traces
 from veridec.models import random_model
+from veridec.models.tiny import never_predicts_mask
 from veridec.optimized.fastdllm import generate_with_dual_cache, generate_with_prefix_cache
 from veridec.reference.fastdllm import generate
 

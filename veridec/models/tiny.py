@@ -54,3 +54,18 @@ def write_tiny_checkpoint(folder: str | Path, family: str = "llada", seed: int =
                           **sizes) -> Path:
     """Write a random tiny model as an official-layout folder; returns the folder."""
     return save_pretrained(random_model(family, seed, dtype, **sizes), folder, max_shard_bytes=max_shard_bytes)
+
+
+def never_predicts_mask(model):
+    """Random tiny models give the mask token real probability (trained ones do not), and a decoder whose
+    model proposes the mask keeps the position masked. This patches the model's core forward so the mask
+    token's logit is -inf everywhere (full, prefill and cached forwards alike). Returns the model."""
+    raw_forward = model.raw_forward
+
+    def patched(*args, **kwargs):
+        out = raw_forward(*args, **kwargs)
+        out.logits[..., model.special.mask_id] = -torch.inf
+        return out
+
+    model.raw_forward = patched
+    return model
