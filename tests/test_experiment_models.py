@@ -36,3 +36,17 @@ def test_generated_lines_stop_at_eos_and_drop_a_cut_line():
     assert generated_lines(model, ended, len(prompt), "count 1 ") == (["count 1 2 3", "copy ab>ab"], True)
     cut = torch.tensor(prompt + tok("2 3\ncopy ab>")["input_ids"])
     assert generated_lines(model, cut, len(prompt), "count 1 ") == (["count 1 2 3"], False)
+
+
+def test_experiment_parallel_reports_steps_and_quality(tmp_path):
+    from veridec.harness import experiment_parallel
+
+    report = experiment_parallel.run(tmp_path, quick=True, presets=["sequential", "fastdllm", "localleap"])
+    rows = {(r["model"], r["decoder"], r["variant"]): r for r in report["rows"]}
+    assert len(rows) == 2 * 3 * 2
+    assert rows["hmm", "sequential", "reference"]["steps_per_prompt"] == report["gen_length"]
+    assert rows["default", "sequential", "reference"]["tokens_per_step"] == 1
+    assert all(0 <= r["quality"] <= 1 for r in report["rows"] if r["quality_metric"] == "validity")
+    assert set(report["localleap_vs_fastdllm_steps"]) == {"default/reference", "default/dual", "hmm/reference",
+                                                          "hmm/dual"}
+    assert (tmp_path / "parallel.md").read_text().startswith("# Parallel decoders")

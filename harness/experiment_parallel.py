@@ -1,0 +1,92 @@
+"""Parallel decoders at equal footing (``veridec experiment parallel``): steps vs quality per preset.
+
+Default model: held-out corpus prompts (as ``experiment models``), the validity of every complete generated
+line under the task checkers. HMM-world model: HMM samples as prompts, the exact NLL per generated token under
+the true HMM. Each preset decodes all prompts as one left-padded batch with the reference decoder (the rule's
+own behaviour, no cache) and with the dual cache; steps are counted per prompt (the steps in which that
+prompt committed), so batching does not inflate them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import torch
+
+from veridec import corpus
+from veridec.models.shipped import load_model
+from veridec.rules.presets import PRESETS
+
+from .exactness import hmm_nll, prompts_for, row_tokens_per_step, run_variant
+from .experiment_models import generated_lines
+
+BLOCK = 32
+
+
+def row_steps(trace) -> float:
+    """Mean over prompts of the number of steps in which the prompt committed a token."""
+    return sum(sum(1 for s in trace.steps if s.positions[row]) for row in range(trace.batch_size)) / trace.batch_size
+
+
+def validity(model, canvas, prompt, mask, texts) -> float:
+    valid = lines = 0
+    for row, text in enumerate(texts):
+        partial = text.split("\n")[-1]
+        written, _ = generated_lines(model, canvas[row], prompt.shape[1], partial)
+        score = corpus.score_text("\n".join(written))
+        valid, lines = valid + score.valid, lines + score.lines
+    return round(valid / max(1, lines), 4)
+
+
+def corpus_texts(n: int, seed: int) -> list[str]:
+    """The prompt texts ``prompts_for("default", ...)`` encodes (same generator, same order)."""
+    rng = random.Random(seed)
+    return [corpus.split_prompt(corpus.generate_document(rng, 120), rng)[0] for _ in range(n)]
+
+
+def run(out: Path, quick: bool = False, seed: int = 0, presets=None) -> dict:
+    n, gen = (4, 64) if quick else (16, 128)
+    presets = presets or sorted(PRESETS)
+    report = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK, "rows": []}
+    for model_name in ("default", "hmm"):
+        model = load_model(model_name, dtype=torch.float32)
+        prompt, mask = prompts_for(model_name, model, n, seed)
+        texts = corpus_texts(n, seed) if model_name == "default" else None
+        for name in presets:
+            for variant in ("reference", "dual"):
+                decoded, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen, BLOCK)
+                quality = (validity(model, decoded.canvas, prompt, mask, texts) if texts is not None
+                           else hmm_nll(decoded.canvas, mask, prompt.shape[1], gen))
+                report["rows"].append({
+                    "model": model_name, "decoder": name, "variant": variant,
+                    "steps_per_prompt": round(row_steps(decoded.trace), 2),
+                    "tokens_per_step": round(row_tokens_per_step(decoded.trace), 3),
+                    "quality": quality, "quality_metric": "validity" if texts is not None else "hmm_nll_per_token",
+                    "seconds": round(seconds, 3)})
+    report["localleap_vs_fastdllm_steps"] = step_ratios(report["rows"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "parallel.json").write_text(json.dumps(report, indent=2))
+    (out / "parallel.md").write_text(to_markdown(report))
+    return report
+
+
+def step_ratios(rows) -> dict:
+    """Fast-dLLM threshold 0.9 steps / LocalLeap steps per model and variant (the LocalLeap paper's claim)."""
+    steps = {(r["model"], r["decoder"], r["variant"]): r["steps_per_prompt"] for r in rows}
+    return {f"{m}/{v}": round(steps[m, "fastdllm", v] / steps[m, "localleap", v], 3)
+            for (m, d, v) in steps if d == "localleap" and (m, "fastdllm", v) in steps}
+
+
+def to_markdown(report: dict) -> str:
+    lines = [f"# Parallel decoders ({report['prompts']} prompts, gen {report['gen_length']}, block "
+             f"{report['block_length']}, seed {report['seed']}{', quick' if report['quick'] else ''})", "",
+             "quality: validity of generated lines (default model, higher is better) or exact NLL per token under "
+             "the true HMM (hmm model, lower is better)", "",
+             "| model | decoder | variant | steps/prompt | tokens/step | quality | seconds |", "|---" * 7 + "|"]
+    lines += [f"| {r['model']} | {r['decoder']} | {r['variant']} | {r['steps_per_prompt']} | {r['tokens_per_step']} "
+              f"| {r['quality']} | {r['seconds']} |" for r in report["rows"]]
+    lines += ["", "Fast-dLLM (0.9) steps / LocalLeap steps: " +
+              ", ".join(f"{k} {v}x" for k, v in report["localleap_vs_fastdllm_steps"].items())]
+    return "\n".join(lines) + "\n"
