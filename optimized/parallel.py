@@ -31,7 +31,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
            legacy_loop: bool = False, unused_draw: bool = False) -> Decoded:
     """As ``veridec.reference.parallel.decode`` with a cache policy. ``legacy_loop``: the June 2025 official
     loop (a cached forward even after the refresh step completed the block); ``unused_draw``: the official
-    prefix path's extra Gumbel draw per cached step (both only to reproduce official seeds)."""
+    prefix path's extra Gumbel draw per cached step (both only to reproduce official seeds; no effect without
+    a cache)."""
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
@@ -66,7 +67,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
         window_end = end if cache == "dual" else length
         fed = torch.arange(start - shift, window_end, device=x.device).expand(batch, -1)  # [B, W + shift]
         i = 0
-        while i == 0 or (x[:, start:end] == mask_id).any() or (legacy_loop and i == 1):
+        while i == 0 or (x[:, start:end] == mask_id).any() or (legacy_loop and cache != "none" and i == 1):
             check_progress(i, block, block_length, rule)
             if i == 0 or cache == "none":  # refresh: a full forward of the canvas as it is now
                 if cache == "none":

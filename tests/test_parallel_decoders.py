@@ -6,7 +6,7 @@ the prefix and dual caches == reference (stale K/V cannot differ, F7); a left-pa
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from veridec.compare import compare_traces
@@ -15,7 +15,7 @@ from veridec.models.tiny import never_predicts_mask
 from veridec.oracles import HMMOracle
 from veridec.optimized.parallel import decode as optimized
 from veridec.reference.parallel import decode as reference
-from veridec.rules.parallel import DAPD
+from veridec.rules.parallel import DAPD, KLASS
 from veridec.rules.presets import PRESETS
 
 SIZES = dict(dtype=torch.float64, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
@@ -42,7 +42,7 @@ def assert_same(a, b):
        lengths=st.lists(st.integers(1, 6), min_size=1, max_size=3), blocks=st.integers(1, 3),
        block_length=st.sampled_from([1, 2, 3, 5]), temperature=st.sampled_from([0.0, 0.0, 0.8]))
 def test_optimized_without_cache_is_the_reference(name, family, seed, lengths, blocks, block_length, temperature):
-    model = random_model(family, seed % 3, num_layers=2, **SIZES)
+    model = never_predicts_mask(random_model(family, seed % 3, num_layers=2, **SIZES))
     prompt, mask = left_padded(lengths, seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length,
               temperature=temperature)
@@ -56,10 +56,24 @@ def test_optimized_without_cache_is_the_reference(name, family, seed, lengths, b
 @given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["prefix", "dual"]),
        seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5))
 def test_one_layer_caches_are_exact_for_every_rule(name, family, cache, seed, blocks, block_length):
+    """P12. KLASS on the dual cache is the exception (below): its history sees the suffix only at refreshes."""
+    assume(not (cache == "dual" and name.startswith("klass")))
     model = never_predicts_mask(random_model(family, seed % 5, num_layers=1, **SIZES))
     prompt, mask = left_padded([4, 2], seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length)
     assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))
+
+
+def test_klass_history_on_the_dual_cache_differs_from_the_reference():
+    """The dual cache never computes the suffix between refreshes, so KLASS's KL history of the next block's
+    positions spans a whole block there, one step in the reference: exact in one layer only for the prefix
+    cache (which recomputes the suffix every step)."""
+    model = never_predicts_mask(random_model("llada", 56 % 5, num_layers=1, **SIZES))
+    prompt = torch.randint(0, 90, (2, 4), generator=torch.Generator().manual_seed(56))
+    kw = dict(rule=KLASS(confidence=0.05, kl_threshold=0.05, history=1), gen_length=12, block_length=4)
+    ref = reference(model, prompt, **kw)
+    assert_same(ref, optimized(model, prompt, cache="prefix", **kw))
+    assert not compare_traces(ref.trace, optimized(model, prompt, cache="dual", **kw).trace).same_commit_order
 
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
