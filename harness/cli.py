@@ -251,7 +251,8 @@ def exactness_result(rows) -> CheckResult:
 
 
 def table_meta(args, prompts: int, gen_length: int) -> dict:
-    return {"model": args.model, "prompts": prompts, "gen_length": gen_length, "block_length": 32,
+    models = [args.model] + (["hmm"] if args.model == "default" else [])
+    return {"models": "+".join(models), "prompts": prompts, "gen_length": gen_length, "block_length": 32,
             "seed": args.seed}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params
+from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params, step_budget
 from veridec.rules.common import check_choice, gumbel_noisy_logits
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
@@ -64,11 +64,12 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     for block in range(gen_length // block_length):
         start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
         at_start = (x[:, start:end] == mask_id).sum(dim=1)  # [B]
+        budget = step_budget((x == mask_id) & (canvas_positions < end)[None], rule)
         window_end = end if cache == "dual" else length
         fed = torch.arange(start - shift, window_end, device=x.device).expand(batch, -1)  # [B, W + shift]
         i = 0
         while i == 0 or (x[:, start:end] == mask_id).any() or (legacy_loop and cache != "none" and i == 1):
-            check_progress(i, block, block_length, rule)
+            check_progress(i, block, budget)
             if i == 0 or cache == "none":  # refresh: a full forward of the canvas as it is now
                 if cache == "none":
                     attention = {"output_attentions": True} if needs_attention else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params
+from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params, step_budget
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
@@ -36,9 +36,10 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     for block in range(gen_length // block_length):
         start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
         at_start = (x[:, start:end] == mask_id).sum(dim=1)  # [B]
+        budget = step_budget((x == mask_id) & (positions < end)[None], rule)
         step = 0
         while (x[:, start:end] == mask_id).any():
-            check_progress(step, block, block_length, rule)
+            check_progress(step, block, budget)
             out = model(x, attention_mask=attention_mask, output_attentions=True) if needs_attention else \
                 model(x, attention_mask=attention_mask)
             trace.counters.add_forward(rows=batch, queries=x.shape[1])

@@ -118,3 +118,15 @@ def test_bad_decode_arguments(kw, message):
     args = dict(rule=PRESETS["localleap"], gen_length=8, block_length=4) | kw
     with pytest.raises(ValueError, match=message):
         optimized(random_model("llada", 0), torch.zeros(1, 2, dtype=torch.long), **args)
+
+
+def test_masks_inside_the_prompt_count_toward_the_step_budget():
+    """Prompt masks are candidates too (P11): a block may take one step per mask before its end, no stall."""
+    model = never_predicts_mask(random_model("llada", 0, **SIZES))
+    g = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, 90, (1, 12), generator=g)
+    prompt[0, torch.randperm(12, generator=g)[:11]] = model.special.mask_id
+    ref = reference(model, prompt, rule=PRESETS["sequential"], gen_length=4, block_length=2)
+    assert len(ref.trace.steps) == 11 + 4 and (ref.canvas != model.special.mask_id).all()  # one token per step
+    assert_same(ref, optimized(model, prompt, rule=PRESETS["sequential"], cache="none", gen_length=4,
+                               block_length=2))

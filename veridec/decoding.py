@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import asdict
 
+import torch
+
 from .rules.common import TIES, check_blocks, check_choice, check_range
 from .rules.llada import REMASKING
 
@@ -21,9 +23,15 @@ def decode_params(rule, gen_length, block_length, temperature, remasking, mask_i
             "temperature": temperature, "remasking": remasking, "mask_id": mask_id}
 
 
-def check_progress(step: int, block: int, block_length: int, rule) -> None:
+def step_budget(candidates: torch.Tensor, rule) -> int:
+    """Steps a block may take: one per mask it starts with (prompt masks before it included, [B, L] bool
+    ``candidates``), plus a quota schedule's possibly empty steps."""
+    return int(candidates.sum(dim=1).max()) + getattr(rule, "steps_per_block", 0)
+
+
+def check_progress(step: int, block: int, budget: int) -> None:
     """Every rule commits a candidate per step unless the model proposes the mask token itself."""
-    if step > block_length + getattr(rule, "steps_per_block", 0):
+    if step > budget:
         raise RuntimeError(f"block {block} stalled after {step} steps: the model predicts the mask token")
 
 
