@@ -26,7 +26,8 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
-VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq")
+VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq",
+                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified")
 
 
 @dataclass

@@ -50,7 +50,8 @@ def tier_e(device: torch.device) -> dict[str, bool]:
             ref = reference(two, prompt, mask, **kw)
             ok = same(ref, optimized(two, prompt, mask, cache="none", **kw))
             ref1 = reference(one, prompt, mask, **kw)
-            ok &= all(same(ref1, optimized(one, prompt, mask, cache=c, **kw)) for c in ("prefix", "dual"))
+            caches = ("prefix",) if name.startswith("klass") else ("prefix", "dual")  # P12's KLASS exception
+            ok &= all(same(ref1, optimized(one, prompt, mask, cache=c, **kw)) for c in caches)
             alone = optimized(two, prompt[1:2, 3:], cache="dual", **kw)
             ok &= torch.equal(optimized(two, prompt, mask, cache="dual", **kw).canvas[1, 3:], alone.canvas[0])
             results[f"{family}/{name}"] = bool(ok)

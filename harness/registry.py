@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-CHECK_MODULES = ("veridec.harness.checks_models", "veridec.harness.checks_reference")
+CHECK_MODULES = ("veridec.harness.checks_models", "veridec.harness.checks_reference", "veridec.harness.checks_bounds")
 
 
 @dataclass

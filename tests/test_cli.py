@@ -61,7 +61,7 @@ def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path)
     assert all(r["passed"] and r["cases"] > 0 for r in results)
     assert f"{len(results)}/{len(results)} checks passed" in table
     rows = json.loads(out_file.read_text())["exactness"]
-    assert len(rows) == 8 * 4 and {r["variant"] for r in rows} == {"reference", "optimized", "prefix", "dual"}
+    assert len(rows) == 11 * 4 and {r["variant"] for r in rows} == {"reference", "optimized", "prefix", "dual"}
     assert all(r["commit_order_match"] == 1 and r["max_logit_error"] == 0 for r in rows if r["tier"] == "E")
     assert "| model | decoder | variant | tier |" in table
 
@@ -93,8 +93,19 @@ def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, mo
 
 def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
     from veridec.harness import gpu_check
+    from veridec.rules.presets import PRESETS
 
     assert gpu_check.main(["--device", "cpu", "--shape", "tiny", "--repeats", "2", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * 15
+    assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * len(PRESETS)
     assert report["timing"]["full_forward_ms"] > 0 and report["timing"]["ratio"] > 0
+
+
+def test_bounds_command_prints_the_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "bounds.json"
+    assert main(["bounds", "--cases", "3000", "--seed", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| T1 general certificate |" in printed and "kappa=4/5, tau=3/5" in printed
+    report = json.loads(out.read_text())
+    assert report["joints_per_minute"] > 0 and len(report["rows"]) == 11
+    assert main(["bounds", "--cases", "0"]) == 2

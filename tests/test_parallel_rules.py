@@ -117,7 +117,7 @@ def test_presets_are_seed_000_table_2():
     assert preset("localleap") == LocalLeap(0.9, 4, 0.75) and preset("localleap-dream").tau == 0.8
     with pytest.raises(ValueError, match="decoder preset must be one of"):
         preset("nope")
-    assert len(PRESETS) == 15
+    assert len(PRESETS) == 18 and preset("localleap-certified").certified
 
 
 @pytest.mark.parametrize("make, message", [
@@ -143,3 +143,13 @@ def test_presets_are_seed_000_table_2():
 def test_bad_hyperparameters_name_the_allowed_range(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_certified_rules_keep_the_prefix_the_general_certificate_allows():
+    """C1: errors in confidence order; a prefix of k commits while sum(e) + max(e) < 1."""
+    conf = [0.9, 0.8, 0.7, 0.6]  # errors 0.1, 0.2, 0.3, 0.4: prefixes 0.2, 0.5, 0.9, 1.4
+    assert committed(Threshold(0.5), conf) == [0, 1, 2, 3]
+    assert committed(Threshold(0.5, certified=True), conf) == [0, 1, 2]
+    assert committed(Threshold(0.5, certified=True), [0.3, 0.2]) == [0]  # the top-1 always
+    assert committed(LocalLeap(0.85, 4, 0.55, certified=True), conf) == [0, 1, 2]
+    assert committed(LocalLeap(0.85, 4, 0.55), conf) == [0, 1, 2, 3]

@@ -43,13 +43,25 @@ class TopK:
         return view.count.clamp(max=self.k)
 
 
+def certified(view: StepView, selected: torch.Tensor) -> torch.Tensor:
+    """C1 (spec/theorems.md): of ``selected`` [B, W], the longest prefix in ranking order whose errors
+    e = 1 - p(x̂) satisfy sum(e) + max(e) < 1 (T1), and always the first selected position."""
+    in_order = selected.gather(1, view.ranking)  # [B, W]
+    errors = torch.where(in_order, 1 - view.token_probs.gather(1, view.ranking), 0.0)
+    keep = in_order & (errors.cumsum(dim=1) + errors.cummax(dim=1).values < 1)
+    first = in_order & (in_order.cumsum(dim=1) == 1)
+    return torch.zeros_like(selected).scatter(1, view.ranking, keep | first)
+
+
 @dataclass(frozen=True)
 class Threshold:
     """Fast-dLLM threshold (P3): the top-1 and every candidate with c >= threshold (c > threshold when
-    ``inclusive`` is False, the paper's wording). Passing candidates form a prefix of the ranking."""
+    ``inclusive`` is False, the paper's wording). Passing candidates form a prefix of the ranking.
+    ``certified``: only the prefix the general certificate allows (spec/theorems.md C1)."""
 
     threshold: float = 0.9
     inclusive: bool = True
+    certified: bool = False
     name = "threshold"
 
     def __post_init__(self):
@@ -57,7 +69,10 @@ class Threshold:
 
     def counts(self, view: StepView) -> torch.Tensor:
         passing = (passes(view.confidence, self.threshold, self.inclusive) & view.candidates).sum(dim=1)
-        return torch.minimum(passing.clamp(min=1), view.count)
+        count = torch.minimum(passing.clamp(min=1), view.count)
+        if self.certified:
+            count = certified(view, (view.rank < count[:, None]) & view.candidates).sum(dim=1)
+        return count
 
 
 @dataclass(frozen=True)
@@ -110,12 +125,14 @@ class Quota:
 @dataclass(frozen=True)
 class LocalLeap:
     """LocalLeap (seed 002 §3, P5): anchors are candidates with c >= kappa; candidates within ``radius`` W
-    canvas positions of an anchor commit when c >= tau; the top-1 always commits (no anchor: sequential)."""
+    canvas positions of an anchor commit when c >= tau; the top-1 always commits (no anchor: sequential).
+    ``certified``: only the prefix (confidence order) the general certificate allows (spec/theorems.md C1)."""
 
     kappa: float = 0.9
     radius: int = 4
     tau: float = 0.75
     inclusive: bool = True
+    certified: bool = False
     name = "localleap"
 
     def __post_init__(self):
@@ -130,7 +147,8 @@ class LocalLeap:
         anchors = passes(view.confidence, self.kappa, self.inclusive) & view.candidates  # [B, W]
         near = F.max_pool1d(anchors.double()[:, None], 2 * self.radius + 1, stride=1, padding=self.radius)[:, 0] > 0
         neighbours = near & passes(view.confidence, self.tau, self.inclusive) & view.candidates
-        return anchors | neighbours | ((view.rank == 0) & view.candidates)
+        selected = anchors | neighbours | ((view.rank == 0) & view.candidates)
+        return certified(view, selected) if self.certified else selected
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Named operating points (spec/parallel.md P10): seed 000 Table 2's high-quality (hq) and high-throughput
-(ht) regimes, LocalLeap's defaults (seed 002 §4) and Fast-dLLM's paper threshold."""
+(ht) regimes, LocalLeap's defaults (seed 002 §4), Fast-dLLM's paper threshold, and certified variants
+(spec/theorems.md C1)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ PRESETS = {
     "dapd-ht": DAPD(scale=16.0),
     "localleap": LocalLeap(kappa=0.9, radius=4, tau=0.75),
     "localleap-dream": LocalLeap(kappa=0.9, radius=4, tau=0.8),
+    "fastdllm-certified": Threshold(0.9, certified=True),
+    "fastdllm-ht-certified": Threshold(0.6, certified=True),
+    "localleap-certified": LocalLeap(kappa=0.9, radius=4, tau=0.75, certified=True),
 }
 
 

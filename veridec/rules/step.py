@@ -25,14 +25,15 @@ def parallel_step(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch
     noisy = gumbel_noisy_logits(logits, temperature, generator)
     x0 = noisy.argmax(dim=-1)  # [B, W], first maximum on ties
     probs = F.softmax(logits.to(torch.float64), dim=-1)  # [B, W, V]
+    token_probs = probs.gather(-1, x0[..., None])[..., 0]  # [B, W]
     if remasking == "low_confidence":
-        x0_p = probs.gather(-1, x0[..., None])[..., 0]
+        x0_p = token_probs
     else:
         x0_p = torch.rand(x0.shape, device=x0.device, generator=generator)
     x0 = torch.where(candidates, x0, x)
     confidence = torch.where(candidates, x0_p.double(), -torch.inf)  # [B, W]
     ranking, rank = stable_ranking(confidence)
-    view = StepView(confidence, candidates, probs, ranking, rank, **view_fields)
+    view = StepView(confidence, candidates, probs, ranking, rank, token_probs=token_probs, **view_fields)
     if isinstance(rule, COUNT_RULES):
         counts = rule.counts(view)  # [B]
         if ties == "torch":

@@ -27,6 +27,7 @@ class StepView:
     block_length: int = 1
     dependency: torch.Tensor | None = None  # [B, W, W] attention scores between window positions (DAPD)
     state: dict = field(default_factory=dict)  # per-decode memory of stateful rules (KLASS)
+    token_probs: torch.Tensor | None = None  # [B, W] float64 p(x̂) under softmax(logits), whatever the remasking
 
     @property
     def count(self) -> torch.Tensor:
