@@ -22,10 +22,12 @@ class Counters:
     query_positions: int = 0  # query rows evaluated, summed over the batch (B * L for a full forward)
     reward_forwards: int = 0
     reward_backwards: int = 0
+    model_calls: int = 0  # every model call: full, cached or packed
 
     def add_forward(self, rows: int, queries: int, full: bool = True) -> None:
         self.full_forwards += int(full)
         self.query_positions += rows * queries
+        self.model_calls += 1
 
 
 @dataclass

@@ -1,0 +1,143 @@
+"""Speculative decoding that reproduces a base decoder R exactly (spec/speculative.md S1-S4).
+
+R is a deterministic parallel rule (temperature 0) under a cache policy: "none" (a full forward per step:
+``veridec.reference.parallel.decode``) or "dual" (``veridec.optimized.parallel.decode(cache="dual")``). From a
+state with R's logits, R's own next state S' is known; a draft tree (``DraftTree``) proposes states after S';
+one packed forward gives logits for S' and every draft; an edge parent -> child is accepted iff R's step on
+the parent's logits yields exactly the child; the deepest accepted state and its logits carry on. Every
+recorded step is R's step on R's logits, so the commit order is R's, grouped into fewer forwards.
+
+    from veridec.optimized.speculative import decode
+    canvas, trace = decode(model, prompt, rule=TopK(1), cache="dual", width=1, depth=6, gen_length=64,
+                           block_length=32)           # the lossless chain for sequential greedy decoding
+"""
+
+from __future__ import annotations
+
+import torch
+
+from veridec.canvas import initial_canvas
+from veridec.decoding import check_decode_args, check_progress, decode_params, step_budget
+from veridec.rules.common import check_choice
+from veridec.rules.drafts import DraftTree
+from veridec.rules.parallel import DAPD, KLASS
+from veridec.rules.step import parallel_step
+from veridec.trace import Decoded, Trace, record_step
+
+from .packed import packed_window_logits, stacked_canvas_logits, window_from_raw
+
+POLICIES = ("none", "dual")
+
+
+@torch.no_grad()
+def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule, cache: str = "dual",
+           width: int = 1, depth: int = 4, alternatives: str = "position", gen_length: int = 128, block_length: int = 32, mask_id: int | None = None,
+           record_logits: bool = False) -> Decoded:
+    """Decode one prompt [1, P] with R = (``rule`` at temperature 0, ``cache``), verifying a WxD draft tree per
+    forward. Returns R's canvas and a trace of R's steps; counters count the packed forwards."""
+    tree = DraftTree(width, depth, alternatives)
+    check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
+    check_choice("cache", cache, POLICIES)
+    tree.check_block(block_length)
+    if isinstance(rule, (KLASS, DAPD)):
+        raise ValueError(f"rule {rule.name!r} is not supported: speculation needs a stateless rule whose step "
+                         "depends on the logits alone (KLASS keeps history, DAPD needs attention weights)")
+    if prompt.shape[0] != 1:
+        raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), got {prompt.shape[0]}")
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}",
+                  {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
+                   "cache": cache, "width": width, "depth": depth}, prompt.shape[1], 1)
+    run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits)
+    for block in range(gen_length // block_length):
+        run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
+    return Decoded(run.x, trace)
+
+
+class _Run:
+    """One decode's state; ``block`` runs R's loop for one block with speculation."""
+
+    def __init__(self, model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits):
+        self.model, self.rule, self.cache, self.tree = model, rule, cache, tree
+        self.x, self.attention_mask, self.mask_id, self.trace = x, attention_mask, mask_id, trace
+        self.record_logits = record_logits
+        self.shift = model.logit_shift
+
+    def block(self, block: int, start: int, end: int) -> None:
+        x, length = self.x, self.x.shape[1]
+        budget = step_budget((x == self.mask_id) & (torch.arange(length) < end)[None], self.rule)
+        if self.cache == "dual":  # R's refresh: a full forward that fills the cache; its step uses all masks < end
+            out, self.kv = self.model.prefill(x, self.attention_mask)
+        else:
+            out = self.model(x, attention_mask=self.attention_mask)
+        self.trace.counters.add_forward(rows=1, queries=length)
+        offset, logits, steps = 0, out.logits, 0
+        while (self.x[:, start:end] == self.mask_id).any():
+            check_progress(steps, block, budget)
+            after = self.step(logits, offset, block, end, record=True)  # R's step: S -> S'
+            steps += 1
+            self.x = after
+            if not (self.x[:, start:end] == self.mask_id).any():
+                break
+            states, offset = self.drafts(logits, offset, start, end)  # [K, 1, L]: S' and the tree's states
+            verified = self.verify(states, start, end)  # [K, 1, W, V] logits over the window at ``offset``
+            chosen, accepted = self.walk(states, verified, offset, block, start, end)
+            steps += accepted
+            self.x, logits = states[chosen], verified[chosen]
+
+    def window(self, offset: int, width: int) -> slice:
+        return slice(offset, offset + width)
+
+    def step(self, logits, offset: int, block: int, end: int, record: bool) -> torch.Tensor:
+        """R's step on a state's logits (window at ``offset``) -> the next canvas; recorded when asked."""
+        window = self.x[:, self.window(offset, logits.shape[1])]
+        positions = torch.arange(offset, offset + window.shape[1])
+        result = parallel_step(self.rule, logits, window, (window == self.mask_id) & (positions < end)[None])
+        if record:
+            record_step(self.trace, block, window, result.x, self.mask_id, result.confidence, result.choice_logits,
+                        result.order, self.record_logits, offset=offset)
+        after = self.x.clone()
+        after[:, self.window(offset, window.shape[1])] = result.x
+        return after
+
+    def drafts(self, logits, offset: int, start: int, end: int):
+        """S' (= self.x) and the draft states after it, from the logits R just used (the proxy)."""
+        block_logits = logits[0, start - offset:end - offset].double()  # [W, V]
+        probs = block_logits.softmax(-1)
+        masked = (self.x[0, start:end] == self.mask_id)
+        confidence = torch.where(masked, probs.max(-1).values, -torch.inf)
+        order = torch.sort(confidence, descending=True, stable=True).indices[:int(masked.sum())]
+        top = probs.topk(min(self.tree.width, probs.shape[-1]), dim=-1).indices  # [W, width]
+        nodes = self.tree.nodes([start + int(i) for i in order], [top[int(i)].tolist() for i in order])
+        states = [self.x]
+        for added in nodes:
+            state = self.x.clone()
+            for position, token in added:
+                state[0, position] = token
+            states.append(state)
+        return torch.stack(states), (start if self.cache == "dual" else 0)
+
+    def verify(self, states: torch.Tensor, start: int, end: int) -> torch.Tensor:
+        """Logits R's forward would give for each state: one packed call."""
+        if self.cache == "none":
+            logits = stacked_canvas_logits(self.model, states, self.attention_mask)  # [K, 1, L, V]
+            self.trace.counters.add_forward(rows=states.shape[0], queries=states.shape[2])
+            return logits
+        fed = torch.arange(start - self.shift, end)[None]  # [1, Q]
+        raw = packed_window_logits(self.model, states[:, :, start - self.shift:end], fed, self.kv)  # [K, 1, Q, V]
+        self.trace.counters.add_forward(rows=1, queries=states.shape[0] * fed.shape[1], full=False)
+        return window_from_raw(raw, self.shift, end - start)
+
+    def walk(self, states, verified, offset: int, block: int, start: int, end: int) -> tuple[int, int]:
+        """Follow accepted edges from S' (index 0): R's step on a node's logits must give exactly another
+        node. Records each accepted step; returns (final node, accepted steps)."""
+        current, accepted = 0, 0
+        while True:
+            self.x = states[current]
+            nxt = self.step(verified[current], offset, block, end, record=False)
+            match = [k for k in range(1, len(states)) if torch.equal(states[k], nxt)]
+            if not match or not (states[current][:, start:end] == self.mask_id).any():
+                return current, accepted
+            self.step(verified[current], offset, block, end, record=True)
+            current, accepted = match[0], accepted + 1

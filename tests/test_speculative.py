@@ -1,0 +1,137 @@
+"""Speculative decoding (spec/speculative.md): packed verification and exactness against the base decoder."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from veridec.compare import compare_traces
+from veridec.models import random_model
+from veridec.models.tiny import never_predicts_mask
+from veridec.numerics import tolerance
+from veridec.optimized.packed import packed_window_logits, stacked_canvas_logits
+from veridec.optimized.parallel import decode as optimized
+from veridec.optimized.speculative import decode as speculative
+from veridec.reference.parallel import decode as reference
+from veridec.rules.drafts import DraftTree
+from veridec.rules.parallel import KLASS, LocalLeap, Threshold, TopK
+
+SIZES = dict(hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
+
+
+def cached_window(family, dtype, seed=0):
+    model = random_model(family, seed, dtype=dtype, **SIZES)
+    x = torch.randint(0, 90, (2, 21), generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones_like(x)
+    mask[1, :4] = 0
+    _, cache = model.prefill(x, mask)
+    start, end = 9, 16
+    fed = torch.arange(start - model.logit_shift, end).expand(2, -1)
+    branches = torch.stack([x[:, start - model.logit_shift:end].clone() for _ in range(4)])
+    branches[1, :, 2], branches[2, :, 3:5], branches[3, :, -1] = 5, 7, 11
+    return model, cache, branches, fed
+
+
+def one_by_one(model, cache, branches, fed):
+    return torch.stack([model.forward_cached(b, fed, cache.clone()).logits for b in branches])
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_packed_branches_equal_one_forward_per_branch(family):
+    """V1: float64 equal within rounding; float32 within the measured tolerance (float32 vs float64 error)."""
+    model64, cache64, branches, fed = cached_window(family, torch.float64)
+    packed64, single64 = packed_window_logits(model64, branches, fed, cache64), one_by_one(model64, cache64, branches, fed)
+    assert (packed64 - single64).abs().max() < 1e-12
+    model32, cache32, _, _ = cached_window(family, torch.float32)
+    packed32 = packed_window_logits(model32, branches, fed, cache32)
+    single32 = one_by_one(model32, cache32, branches, fed)
+    assert (packed32.double() - single32.double()).abs().max() <= tolerance(single32, single64)
+
+
+def test_packing_is_permutation_equivariant_ignores_junk_and_leaves_the_cache_untouched():
+    model, cache, branches, fed = cached_window("llada", torch.float64, seed=3)
+    before = [t.clone() for t in cache.keys + cache.values]
+    base = packed_window_logits(model, branches, fed, cache)
+    order = torch.tensor([2, 0, 3, 1])
+    assert torch.allclose(packed_window_logits(model, branches[order], fed, cache), base[order], atol=1e-12)
+    junk = torch.randint(0, 90, branches[:2].shape, generator=torch.Generator().manual_seed(9))
+    with_junk = packed_window_logits(model, torch.cat([branches, junk]), fed, cache)
+    assert torch.allclose(with_junk[:4], base, atol=1e-12)
+    assert all(torch.equal(a, b) for a, b in zip(before, cache.keys + cache.values))
+
+
+def test_stacked_canvases_equal_single_forwards():
+    model = random_model("dream", 0, dtype=torch.float64, **SIZES)
+    canvases = torch.randint(0, 90, (3, 1, 12), generator=torch.Generator().manual_seed(1))
+    stacked = stacked_canvas_logits(model, canvases, None)
+    for k in range(3):
+        assert torch.allclose(stacked[k], model(canvases[k]).logits, atol=1e-12)
+
+
+def test_draft_tree_node_counts_match_seed_001():
+    assert [DraftTree(w, w).size for w in (1, 2, 3)] == [1, 3, 6]
+    tree = DraftTree(2, 3)
+    nodes = tree.nodes([10, 11, 12, 13], [[1, 2], [3, 4], [5, 6], [7, 8]])
+    assert nodes == [[(10, 1)], [(10, 1), (11, 3)], [(10, 1), (11, 3), (12, 5)], [(11, 3)], [(11, 3), (10, 1)]]
+    token = DraftTree(2, 2, alternatives="token").nodes([10, 11], [[1, 2], [3, 4]])
+    assert token == [[(10, 1)], [(10, 1), (11, 3)], [(10, 2)]]
+
+
+BASES = {"none": lambda m, p, **kw: reference(m, p, **kw), "dual": lambda m, p, **kw: optimized(m, p, cache="dual", **kw)}
+
+
+@settings(max_examples=30)
+@given(family=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["none", "dual"]),
+       rule=st.sampled_from([TopK(1), Threshold(0.1), Threshold(0.02), LocalLeap(0.2, 2, 0.05)]),
+       shape=st.sampled_from([(1, 1), (1, 3), (2, 2), (3, 3), (2, 4)]), seed=st.integers(0, 500),
+       prompt_length=st.integers(1, 6), blocks=st.integers(1, 2), block_length=st.sampled_from([5, 6, 8]),
+       alternatives=st.sampled_from(["position", "token"]))
+def test_speculation_reproduces_its_base_decoder(family, cache, rule, shape, seed, prompt_length, blocks, block_length,
+                                                 alternatives):
+    """S3: same commit order and canvas as R under the same cache policy, in no more forwards."""
+    model = never_predicts_mask(random_model(family, seed % 4, dtype=torch.float64, **SIZES))
+    prompt = torch.randint(0, 90, (1, prompt_length), generator=torch.Generator().manual_seed(seed))
+    kw = dict(rule=rule, gen_length=blocks * block_length, block_length=block_length)
+    base = BASES[cache](model, prompt, **kw)
+    spec = speculative(model, prompt, cache=cache, width=shape[0], depth=shape[1], alternatives=alternatives, **kw)
+    assert compare_traces(base.trace, spec.trace).same_commit_order
+    assert torch.equal(base.canvas, spec.canvas)
+    assert spec.trace.counters.model_calls <= base.trace.counters.model_calls
+
+
+def test_the_chain_saves_forwards_on_the_trained_model():
+    from veridec.models.shipped import load_model
+
+    model = load_model("default")
+    prompt = torch.tensor([model.tokenizer("count 41 42 43 ")["input_ids"]])
+    kw = dict(rule=TopK(1), gen_length=32, block_length=32)
+    base = optimized(model, prompt, cache="dual", **kw)
+    chain = speculative(model, prompt, cache="dual", width=3, depth=3, **kw)
+    assert compare_traces(base.trace, chain.trace).same_commit_order
+    assert chain.trace.counters.model_calls * 1.5 <= base.trace.counters.model_calls
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(width=0), r"width must lie in \[1, inf\]"),
+    (dict(depth=0), r"depth must lie in \[1, inf\]"),
+    (dict(width=3, depth=2), r"width \(3\) must be <= depth \(2\)"),
+    (dict(depth=8), r"depth \(8\) is a draft budget beyond the block"),
+    (dict(cache="prefix"), "cache must be one of"),
+    (dict(rule=KLASS()), "needs a stateless rule"),
+    (dict(alternatives="both"), "alternatives must be one of"),
+])
+def test_bad_arguments(kw, message):
+    model = random_model("llada", 0)
+    args = dict(rule=TopK(1), gen_length=8, block_length=8) | kw
+    with pytest.raises(ValueError, match=message):
+        speculative(model, torch.zeros(1, 3, dtype=torch.long), **args)
+
+
+def test_batches_and_oversized_packs_are_refused():
+    model = random_model("llada", 0)
+    with pytest.raises(ValueError, match="batch size 1"):
+        speculative(model, torch.zeros(2, 3, dtype=torch.long), rule=TopK(1), gen_length=8, block_length=8)
+    small = random_model("llada", 0, max_length=40)
+    with pytest.raises(ValueError, match="more than the model's max_length 40"):
+        speculative(small, torch.zeros(1, 3, dtype=torch.long), rule=TopK(1), cache="dual", width=4, depth=6,
+                    gen_length=16, block_length=16)
