@@ -10,6 +10,7 @@ continuations under the true HMM. Tier E rows must match exactly; tier A rows ar
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -21,7 +22,9 @@ from veridec import corpus
 from veridec.canvas import initial_canvas
 from veridec.compare import compare_traces
 from veridec.models.shipped import load_model, load_world_hmm
+from veridec.numerics import tolerance
 from veridec.optimized.parallel import decode as optimized_decode
+from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
@@ -46,10 +49,14 @@ class Row:
     seconds: float
     speedup_vs_sequential: float
     hmm_nll_per_token: float | None = None
+    logit_tolerance: float | None = None  # speculative rows: measured float32 rounding (spec/exactness.md E3)
 
     @property
     def exact(self) -> bool:
-        return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error == 0
+        """Same commit order and tokens; logits bit-equal, or within the measured tolerance when the row's
+        forwards are packed differently from its base's (speculative rows)."""
+        bound = 0.0 if self.logit_tolerance is None else self.logit_tolerance
+        return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error <= bound
 
 
 def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,7 +144,7 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                                  sequential_seconds, gen_length))
             if progress:
                 progress()
-    return rows
+    return rows + speculative_rows(model_name, model, prompt, mask, gen_length, block_length, sequential_seconds)
 
 
 def make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds, sequential_seconds,
@@ -153,6 +160,50 @@ def make_row(model_name, name, variant, tier, model, prompt, mask, out, referenc
                round(seconds, 3), round(sequential_seconds / seconds, 2), nll)
 
 
+SPECULATIVE = {"sequential": (3, 3), "fastdllm": (2, 2)}  # decoder -> (width, depth) of its draft tree
+
+
+def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int,
+                     sequential_seconds: float) -> list[Row]:
+    """Tier E rows for speculative decoding (spec/speculative.md S3): each prompt decoded alone by the base
+    decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits compared
+    at the steps both took, within the measured float32 rounding of R's forward."""
+    rows = []
+    singles = [(prompt[i:i + 1, int((mask[i] == 0).sum()):]) for i in range(prompt.shape[0])]
+    tol = packing_tolerance(model, singles[0], gen_length)
+    for name, (width, depth) in SPECULATIVE.items():
+        rule = PRESETS[name]
+        for cache in ("none", "dual"):
+            kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
+            matches, tokens, error, calls, full, positions, per_call, seconds = [], [], 0.0, 0, 0, 0, [], 0.0
+            for single in singles:
+                base = reference_decode(model, single, **kw) if cache == "none" else \
+                    optimized_decode(model, single, cache="dual", **kw)
+                start = time.perf_counter()
+                spec = speculative_decode(model, single, cache=cache, width=width, depth=depth, **kw)
+                seconds += time.perf_counter() - start
+                comparison = compare_traces(base.trace, spec.trace, base.canvas, spec.canvas)
+                matches.append(comparison.same_commit_order)
+                tokens.append(comparison.token_match_rate)
+                error = max(error, comparison.max_logit_error or 0.0)
+                counters = spec.trace.counters
+                full, positions = full + counters.full_forwards, positions + counters.query_positions
+                per_call.append(spec.trace.tokens_committed() / counters.model_calls)
+            rows.append(Row(model_name, name, f"spec-{cache} W{width}D{depth}", "E", len(singles),
+                            round(sum(matches) / len(matches), 4), round(sum(tokens) / len(tokens), 4), error, full,
+                            round(positions / len(singles), 1), round(sum(per_call) / len(per_call), 3),
+                            round(seconds, 3), round(sequential_seconds / seconds, 2), logit_tolerance=tol))
+    return rows
+
+
+def packing_tolerance(model, single, gen_length: int) -> float:
+    """Measured rounding of R's forward: numerics.tolerance (2 x (2 x |f32 - f64|) + one ulp) of a full forward
+    of the initial canvas, against a float64 copy of the model."""
+    model64 = copy.deepcopy(model).to(torch.float64)
+    x, _ = initial_canvas(model, single, None, gen_length, model.special.mask_id)
+    return tolerance(model(x).logits, model64(x).logits)
+
+
 def write_table(rows: list[Row], out, meta: dict) -> None:
     """exactness.json (meta + rows) and exactness.md under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -162,8 +213,8 @@ def write_table(rows: list[Row], out, meta: dict) -> None:
 
 
 COLUMNS = ("model", "decoder", "variant", "tier", "prompts", "commit_order_match", "token_match",
-           "max_logit_error", "full_forwards", "positions_per_prompt", "tokens_per_step", "speedup_vs_sequential",
-           "hmm_nll_per_token")
+           "max_logit_error", "logit_tolerance", "full_forwards", "positions_per_prompt", "tokens_per_step",
+           "speedup_vs_sequential", "hmm_nll_per_token")
 
 
 def to_markdown(rows: list[Row]) -> str:

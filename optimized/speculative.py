@@ -14,6 +14,8 @@ recorded step is R's step on R's logits, so the commit order is R's, grouped int
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from veridec.canvas import initial_canvas
@@ -31,10 +33,13 @@ POLICIES = ("none", "dual")
 
 @torch.no_grad()
 def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule, cache: str = "dual",
-           width: int = 1, depth: int = 4, alternatives: str = "position", gen_length: int = 128, block_length: int = 32, mask_id: int | None = None,
-           record_logits: bool = False) -> Decoded:
+           width: int = 1, depth: int = 4, alternatives: str = "position", gen_length: int = 128,
+           block_length: int = 32, mask_id: int | None = None, record_logits: bool = False,
+           timings: dict | None = None) -> Decoded:
     """Decode one prompt [1, P] with R = (``rule`` at temperature 0, ``cache``), verifying a WxD draft tree per
-    forward. Returns R's canvas and a trace of R's steps; counters count the packed forwards."""
+    forward. Returns R's canvas and a trace of R's steps; counters count the packed forwards. ``timings``, when
+    given, receives the wall seconds spent building drafts ("draft_seconds") and in total ("total_seconds")."""
+    started = time.perf_counter()
     tree = DraftTree(width, depth, alternatives)
     check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
     check_choice("cache", cache, POLICIES)
@@ -52,6 +57,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits)
     for block in range(gen_length // block_length):
         run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
+    if timings is not None:
+        timings.update(draft_seconds=run.draft_seconds, total_seconds=time.perf_counter() - started)
     return Decoded(run.x, trace)
 
 
@@ -63,6 +70,7 @@ class _Run:
         self.x, self.attention_mask, self.mask_id, self.trace = x, attention_mask, mask_id, trace
         self.record_logits = record_logits
         self.shift = model.logit_shift
+        self.draft_seconds = 0.0
 
     def block(self, block: int, start: int, end: int) -> None:
         x, length = self.x, self.x.shape[1]
@@ -80,7 +88,9 @@ class _Run:
             self.x = after
             if not (self.x[:, start:end] == self.mask_id).any():
                 break
+            clock = time.perf_counter()
             states, offset = self.drafts(logits, offset, start, end)  # [K, 1, L]: S' and the tree's states
+            self.draft_seconds += time.perf_counter() - clock
             verified = self.verify(states, start, end)  # [K, 1, W, V] logits over the window at ``offset``
             chosen, accepted = self.walk(states, verified, offset, block, start, end)
             steps += accepted

@@ -50,3 +50,14 @@ def test_experiment_parallel_reports_steps_and_quality(tmp_path):
     assert set(report["localleap_vs_fastdllm_steps"]) == {"default/reference", "default/dual", "hmm/reference",
                                                           "hmm/dual"}
     assert (tmp_path / "parallel.md").read_text().startswith("# Parallel decoders")
+
+
+def test_experiment_speculative_reports_identical_outputs_in_fewer_calls(tmp_path):
+    from veridec.harness import experiment_speculative
+
+    report = experiment_speculative.run(tmp_path, quick=True)
+    rows = report["rows"]
+    assert all(r["identical_to_base"] for r in rows.values() if r["base"])
+    assert rows["chain W1D4, dual"]["model_calls_per_prompt"] < rows["sequential, dual cache"]["model_calls_per_prompt"]
+    assert rows["Fast-dLLM + intra W2D2(3)"]["calls_reduction_vs_base"] > 1
+    assert (tmp_path / "speculative.md").read_text().startswith("# Speculative decoding")
