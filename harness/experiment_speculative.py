@@ -42,6 +42,8 @@ def configurations() -> list[tuple[str, str, dict | None]]:
         ("Fast-dLLM + intra W2D2(3)", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2)),
         ("Fast-dLLM + intra W3D3(6)", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 3, 3)),
         ("Fast-dLLM + intra W2D2(3) token alternatives", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2, "token")),
+        ("Fast-dLLM + inter W2D2(3), 1 draft block", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 1}),
+        ("Fast-dLLM + inter W2D2(3), 2 draft blocks", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 2}),
     ]
 
 
@@ -59,22 +61,25 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     padded, mask = prompts_for("default", model, n, seed)
     prompts = [padded[i:i + 1, int((mask[i] == 0).sum()):] for i in range(n)]
     base_decode("vanilla", model, prompts[0], 32)  # warm-up
-    results, traces = {}, {}
+    results, traces, canvases = {}, {}, {}
     for name, base, spec in configurations():
-        calls = positions = tokens = 0
+        calls = positions = tokens = ahead = 0
         seconds = draft = 0.0
-        exact = True
+        exact, matches = True, []
         for i, prompt in enumerate(prompts):
             timings = {}
             start = time.perf_counter()
             if spec is None:
                 out_i = base_decode(name, model, prompt, gen)
             else:
-                out_i = speculative_decode(model, prompt, gen_length=gen, block_length=BLOCK, timings=timings, **spec)
-                exact &= compare_traces(traces[base, i], out_i.trace).same_commit_order
+                out_i = speculative_decode(model, prompt, gen_length=gen, block_length=BLOCK, stats=timings, **spec)
+                comparison = compare_traces(traces[base, i], out_i.trace, canvases[base, i], out_i.canvas)
+                exact &= comparison.same_commit_order
+                matches.append(comparison.token_match_rate)
             seconds += time.perf_counter() - start
             draft += timings.get("draft_seconds", 0.0)
-            traces[name, i] = out_i.trace
+            ahead += timings.get("lookahead_tokens", 0)
+            traces[name, i], canvases[name, i] = out_i.trace, out_i.canvas
             calls += out_i.trace.counters.model_calls
             positions += out_i.trace.counters.query_positions
             tokens += out_i.trace.tokens_committed()
@@ -82,6 +87,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                          "model_calls_per_prompt": round(calls / n, 2),
                          "positions_per_prompt": round(positions / n, 1), "latency_s": round(seconds / n, 4),
                          "identical_to_base": exact if spec else None,
+                         "token_match_vs_base": round(sum(matches) / len(matches), 4) if spec else None,
+                         "inter_block_tokens": ahead if spec else None,
                          "draft_overhead_pct": round(100 * draft / seconds, 2) if spec else None}
     vanilla, fast = results["vanilla (sequential, no cache)"], results["Fast-dLLM 0.9 (DC)"]
     for row in results.values():
@@ -97,7 +104,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
 
 
 COLUMNS = ("tokens_per_call", "model_calls_per_prompt", "calls_reduction_vs_base", "positions_per_prompt", "latency_s",
-           "speedup_vs_vanilla", "speedup_vs_fastdllm_dc", "identical_to_base", "draft_overhead_pct")
+           "speedup_vs_vanilla", "speedup_vs_fastdllm_dc", "identical_to_base", "token_match_vs_base",
+           "inter_block_tokens", "draft_overhead_pct")
 
 
 def to_markdown(report: dict) -> str:

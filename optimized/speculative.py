@@ -20,9 +20,9 @@ import torch
 
 from veridec.canvas import initial_canvas
 from veridec.decoding import check_decode_args, check_progress, decode_params, step_budget
-from veridec.rules.common import check_choice
+from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
-from veridec.rules.parallel import DAPD, KLASS
+from veridec.rules.parallel import DAPD, KLASS, Threshold
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
@@ -35,15 +35,26 @@ POLICIES = ("none", "dual")
 def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule, cache: str = "dual",
            width: int = 1, depth: int = 4, alternatives: str = "position", gen_length: int = 128,
            block_length: int = 32, mask_id: int | None = None, record_logits: bool = False,
-           timings: dict | None = None) -> Decoded:
+           lookahead: int = 0, lookahead_threshold: float = 0.9, stats: dict | None = None) -> Decoded:
     """Decode one prompt [1, P] with R = (``rule`` at temperature 0, ``cache``), verifying a WxD draft tree per
-    forward. Returns R's canvas and a trace of R's steps; counters count the packed forwards. ``timings``, when
-    given, receives the wall seconds spent building drafts ("draft_seconds") and in total ("total_seconds")."""
+    forward. Returns R's canvas and a trace of R's steps; counters count the packed forwards. ``stats``, when
+    given, receives the wall seconds spent building drafts ("draft_seconds") and in total ("total_seconds"),
+    and the tokens inter-block speculation committed ("lookahead_tokens").
+
+    ``lookahead`` = n > 0 (dual only) is inter-block speculation, Tier A (S4): verification windows extend n
+    blocks past the current one (their queries see the branch's fresh keys; the block's own queries still see
+    exactly what R's dual step sees), and when a verified state completes a block, the next blocks' masks whose
+    confidence there is >= ``lookahead_threshold`` are committed before R's refresh of the next block."""
     started = time.perf_counter()
     tree = DraftTree(width, depth, alternatives)
     check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
     check_choice("cache", cache, POLICIES)
     tree.check_block(block_length)
+    check_range("lookahead", lookahead, low=0, integer=True)
+    check_range("lookahead_threshold", lookahead_threshold, low=0, high=1, low_open=True)
+    if lookahead and cache != "dual":
+        raise ValueError(f"lookahead needs cache='dual' (it extends the dual cache's verification window), "
+                         f"got cache={cache!r}")
     if isinstance(rule, (KLASS, DAPD)):
         raise ValueError(f"rule {rule.name!r} is not supported: speculation needs a stateless rule whose step "
                          "depends on the logits alone (KLASS keeps history, DAPD needs attention weights)")
@@ -51,14 +62,17 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
         raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), got {prompt.shape[0]}")
     mask_id = model.special.mask_id if mask_id is None else mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}",
+    trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}" + (f"-inter{lookahead}" if lookahead else ""),
                   {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
-                   "cache": cache, "width": width, "depth": depth}, prompt.shape[1], 1)
+                   "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
+                   "lookahead": lookahead, "lookahead_threshold": lookahead_threshold}, prompt.shape[1], 1)
     run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits)
+    run.lookahead, run.lookahead_threshold = lookahead * block_length, lookahead_threshold
     for block in range(gen_length // block_length):
         run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
-    if timings is not None:
-        timings.update(draft_seconds=run.draft_seconds, total_seconds=time.perf_counter() - started)
+    if stats is not None:
+        stats.update(draft_seconds=run.draft_seconds, total_seconds=time.perf_counter() - started,
+                     lookahead_tokens=run.lookahead_tokens)
     return Decoded(run.x, trace)
 
 
@@ -71,6 +85,7 @@ class _Run:
         self.record_logits = record_logits
         self.shift = model.logit_shift
         self.draft_seconds = 0.0
+        self.lookahead, self.lookahead_threshold, self.lookahead_tokens = 0, 1.0, 0
 
     def block(self, block: int, start: int, end: int) -> None:
         x, length = self.x, self.x.shape[1]
@@ -95,6 +110,8 @@ class _Run:
             chosen, accepted = self.walk(states, verified, offset, block, start, end)
             steps += accepted
             self.x, logits = states[chosen], verified[chosen]
+            if self.lookahead and not (self.x[:, start:end] == self.mask_id).any():
+                self.commit_ahead(logits, offset, block, end)
 
     def window(self, offset: int, width: int) -> slice:
         return slice(offset, offset + width)
@@ -134,10 +151,30 @@ class _Run:
             logits = stacked_canvas_logits(self.model, states, self.attention_mask)  # [K, 1, L, V]
             self.trace.counters.add_forward(rows=states.shape[0], queries=states.shape[2])
             return logits
-        fed = torch.arange(start - self.shift, end)[None]  # [1, Q]
-        raw = packed_window_logits(self.model, states[:, :, start - self.shift:end], fed, self.kv)  # [K, 1, Q, V]
+        stop = min(end + self.lookahead, states.shape[2])  # inter-block speculation widens the window
+        fed = torch.arange(start - self.shift, stop)[None]  # [1, Q]
+        split = end if stop > end else None  # the block's queries see what R's dual step sees
+        raw = packed_window_logits(self.model, states[:, :, start - self.shift:stop], fed, self.kv, split)
         self.trace.counters.add_forward(rows=1, queries=states.shape[0] * fed.shape[1], full=False)
-        return window_from_raw(raw, self.shift, end - start)
+        return window_from_raw(raw, self.shift, stop - start)
+
+    def commit_ahead(self, logits, offset: int, block: int, end: int) -> None:
+        """Inter-block speculation (Tier A): commit the next block's masks whose confidence in these logits
+        (the completed state's, over the widened window) reaches the threshold; recorded as a step."""
+        stop = min(end + self.lookahead, offset + logits.shape[1])
+        window = self.x[:, offset:offset + logits.shape[1]]
+        positions = torch.arange(offset, offset + window.shape[1])
+        candidates = (window == self.mask_id) & (positions >= end)[None] & (positions < stop)[None]
+        probs = logits.double().softmax(-1)
+        confident = candidates & (probs.max(-1).values >= self.lookahead_threshold)
+        if not confident.any():
+            return
+        result = parallel_step(Threshold(self.lookahead_threshold), logits, window, confident)
+        record_step(self.trace, block + 1, window, result.x, self.mask_id, result.confidence, result.choice_logits,
+                    result.order, self.record_logits, offset=offset)
+        self.lookahead_tokens += int((result.x != window).sum())
+        self.x = self.x.clone()
+        self.x[:, offset:offset + window.shape[1]] = result.x
 
     def walk(self, states, verified, offset: int, block: int, start: int, end: int) -> tuple[int, int]:
         """Follow accepted edges from S' (index 0): R's step on a node's logits must give exactly another
