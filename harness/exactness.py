@@ -160,40 +160,45 @@ def make_row(model_name, name, variant, tier, model, prompt, mask, out, referenc
                round(seconds, 3), round(sequential_seconds / seconds, 2), nll)
 
 
-SPECULATIVE = {"sequential": (3, 3), "fastdllm": (2, 2)}  # decoder -> (width, depth) of its draft tree
+# (decoder, cache policy, width, depth, lookahead blocks, tier): spec/speculative.md S3 (E) and S4 (A)
+SPECULATIVE = [("sequential", "none", 3, 3, 0, "E"), ("sequential", "dual", 3, 3, 0, "E"),
+               ("fastdllm", "none", 2, 2, 0, "E"), ("fastdllm", "dual", 2, 2, 0, "E"),
+               ("fastdllm", "dual", 2, 2, 1, "A")]
 
 
 def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int,
                      sequential_seconds: float) -> list[Row]:
-    """Tier E rows for speculative decoding (spec/speculative.md S3): each prompt decoded alone by the base
-    decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits compared
-    at the steps both took, within the measured float32 rounding of R's forward."""
-    rows = []
-    singles = [(prompt[i:i + 1, int((mask[i] == 0).sum()):]) for i in range(prompt.shape[0])]
+    """Rows for speculative decoding (spec/speculative.md S3 tier E, S4 tier A): each prompt decoded alone by
+    the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
+    compared at the steps both took, within the measured float32 rounding of R's forward."""
+    singles = [prompt[i:i + 1, int((mask[i] == 0).sum()):] for i in range(prompt.shape[0])]
     tol = packing_tolerance(model, singles[0], gen_length)
-    for name, (width, depth) in SPECULATIVE.items():
-        rule = PRESETS[name]
-        for cache in ("none", "dual"):
-            kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
-            matches, tokens, error, calls, full, positions, per_call, seconds = [], [], 0.0, 0, 0, 0, [], 0.0
-            for single in singles:
-                base = reference_decode(model, single, **kw) if cache == "none" else \
-                    optimized_decode(model, single, cache="dual", **kw)
-                start = time.perf_counter()
-                spec = speculative_decode(model, single, cache=cache, width=width, depth=depth, **kw)
-                seconds += time.perf_counter() - start
-                comparison = compare_traces(base.trace, spec.trace, base.canvas, spec.canvas)
-                matches.append(comparison.same_commit_order)
-                tokens.append(comparison.token_match_rate)
-                error = max(error, comparison.max_logit_error or 0.0)
-                counters = spec.trace.counters
-                full, positions = full + counters.full_forwards, positions + counters.query_positions
-                per_call.append(spec.trace.tokens_committed() / counters.model_calls)
-            rows.append(Row(model_name, name, f"spec-{cache} W{width}D{depth}", "E", len(singles),
-                            round(sum(matches) / len(matches), 4), round(sum(tokens) / len(tokens), 4), error, full,
-                            round(positions / len(singles), 1), round(sum(per_call) / len(per_call), 3),
-                            round(seconds, 3), round(sequential_seconds / seconds, 2), logit_tolerance=tol))
-    return rows
+    return [speculative_row(model_name, model, singles, config, gen_length, block_length, sequential_seconds, tol)
+            for config in SPECULATIVE]
+
+
+def speculative_row(model_name, model, singles, config, gen_length, block_length, sequential_seconds, tol) -> Row:
+    name, cache, width, depth, lookahead, tier = config
+    kw = dict(rule=PRESETS[name], gen_length=gen_length, block_length=block_length, record_logits=True)
+    matches, tokens, per_call, error, full, positions, seconds = [], [], [], 0.0, 0, 0, 0.0
+    for single in singles:
+        base = reference_decode(model, single, **kw) if cache == "none" else \
+            optimized_decode(model, single, cache="dual", **kw)
+        start = time.perf_counter()
+        spec = speculative_decode(model, single, cache=cache, width=width, depth=depth, lookahead=lookahead, **kw)
+        seconds += time.perf_counter() - start
+        comparison = compare_traces(base.trace, spec.trace, base.canvas, spec.canvas)
+        matches.append(comparison.same_commit_order)
+        tokens.append(comparison.token_match_rate)
+        error = max(error, comparison.max_logit_error or 0.0)
+        counters = spec.trace.counters
+        full, positions = full + counters.full_forwards, positions + counters.query_positions
+        per_call.append(spec.trace.tokens_committed() / counters.model_calls)
+    variant = f"spec-{cache} W{width}D{depth}" + (f" inter{lookahead}" if lookahead else "")
+    n = len(singles)
+    return Row(model_name, name, variant, tier, n, round(sum(matches) / n, 4), round(sum(tokens) / n, 4), error, full,
+               round(positions / n, 1), round(sum(per_call) / n, 3), round(seconds, 3),
+               round(sequential_seconds / seconds, 2), logit_tolerance=tol)
 
 
 def packing_tolerance(model, single, gen_length: int) -> float:
