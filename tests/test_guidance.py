@@ -1,0 +1,131 @@
+"""Reward models and reward guidance (spec/guidance.md)."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from veridec.guidance import GuidanceParams, LinearReward, guidance_vector, load_reward_model
+from veridec.guidance.guide import mixing_weight, soft_embeddings
+from veridec.guidance.tiny import write_tiny_reward_model
+from veridec.models import random_model
+from veridec.models.tiny import never_predicts_mask
+from veridec.models.tokenizer import char_tokenizer
+from veridec.reference.guided import best_of_n, generate
+
+
+def linear(vocab=12, dim=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return LinearReward(torch.randn(vocab, dim, generator=g, dtype=torch.float64),
+                        torch.randn(dim, generator=g, dtype=torch.float64))
+
+
+def test_one_adam_step_follows_the_closed_form_gradient():
+    """G4: with r(e) = sum <w, e_g>, d r / d phi_gv = q_gv ((E w)_v - sum_u q_gu (E w)_u) / T; Adam's first step
+    moves phi by lr * g / (|g| + eps) (bias-corrected moments of one gradient)."""
+    reward = linear()
+    params = GuidanceParams(method="expectation", steps=1, lr=0.3, temperature=0.7)
+    phi = torch.randn(2, 3, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    masked = torch.ones(2, 3, dtype=torch.bool)
+    r = guidance_vector(reward, phi, torch.zeros(2, 3, dtype=torch.long), masked, params)
+    q = F.softmax(phi / 0.7, dim=-1)
+    ew = reward.embedding @ reward.weight  # [V]
+    grad = q * (ew - (q * ew).sum(-1, keepdim=True)) / 0.7
+    assert torch.allclose(r, 0.3 * grad / (grad.abs() + 1e-8), atol=1e-9)
+
+
+def test_unmasked_slots_get_no_guidance_and_enter_as_their_tokens():
+    reward = linear()
+    phi = torch.randn(1, 4, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    masked = torch.tensor([[True, False, True, False]])
+    r = guidance_vector(reward, phi, torch.tensor([[0, 5, 0, 7]]), masked, GuidanceParams(steps=2))
+    assert (r[0, 1] == 0).all() and (r[0, 3] == 0).all() and r[0, 0].abs().max() > 0
+
+
+def test_mixing_weight_at_its_limits():
+    uniform, point = torch.full((1, 1, 8), 1 / 8), F.one_hot(torch.tensor([[3]]), 8).double()
+    assert torch.allclose(mixing_weight(uniform, "entrgi"), torch.ones(1, 1, 1))
+    assert torch.allclose(mixing_weight(point, "entrgi"), torch.zeros(1, 1, 1, dtype=torch.float64))
+    assert (mixing_weight(uniform, "expectation") == 0).all() and (mixing_weight(point, "aps") == 1).all()
+
+
+def test_aps_forward_is_the_sampled_token_with_the_expected_gradient():
+    reward = linear()
+    phi = torch.randn(1, 2, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    params = GuidanceParams(method="aps", top_p=1e-9)  # top-p this small keeps only the most likely token
+    soft = soft_embeddings(phi, reward.embedding, params, torch.Generator().manual_seed(0))
+    assert torch.allclose(soft, reward.embedding[phi.argmax(-1)])
+    soft.sum().backward()
+    expected = F.softmax(phi.detach() / params.temperature, dim=-1) @ reward.embedding
+    phi2 = phi.detach().clone().requires_grad_()
+    (F.softmax(phi2 / params.temperature, dim=-1) @ reward.embedding).sum().backward()
+    assert torch.allclose(phi.grad, phi2.grad) and not torch.allclose(soft.detach(), expected)
+
+
+@pytest.mark.parametrize("method", ["entrgi", "expectation", "aps"])
+def test_guidance_raises_the_expected_reward(method):
+    """G5: the guided distribution's expected linear reward exceeds the unguided one's, on every seed here."""
+    for seed in range(10):
+        reward = linear(seed=seed)
+        phi = torch.randn(3, 6, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+        r = guidance_vector(reward, phi, torch.zeros(3, 6, dtype=torch.long), torch.ones(3, 6, dtype=torch.bool),
+                            GuidanceParams(method=method), torch.Generator().manual_seed(seed))
+        value = lambda logits: reward.score(F.softmax(logits, -1) @ reward.embedding)  # noqa: E731
+        assert (value(phi + r) > value(phi)).all(), (method, seed)
+
+
+@pytest.fixture(scope="module")
+def reward_folder(tmp_path_factory):
+    return write_tiny_reward_model(tmp_path_factory.mktemp("reward"), seed=0)
+
+
+def test_transformers_reward_loads_maps_vocabularies_and_pads_left(reward_folder):
+    reward = load_reward_model(reward_folder, char_tokenizer("llada"))
+    assert reward.embedding.shape == (100, 32) and (reward.reward_ids >= 0).all()  # identical strings everywhere
+    tokens = torch.randint(0, 90, (2, 6), generator=torch.Generator().manual_seed(0))
+    both = reward.bind(["count 1 2", "hi"]).score_tokens(tokens)
+    alone = [reward.bind([p]).score_tokens(tokens[i:i + 1]) for i, p in enumerate(["count 1 2", "hi"])]
+    assert torch.allclose(both, torch.cat(alone), atol=1e-5)
+    embeds = reward.embedding[tokens].clone().requires_grad_()
+    reward.bind(["a", "b"]).score(embeds).sum().backward()
+    assert embeds.grad.abs().sum() > 0
+
+
+def test_unmatched_tokens_get_zero_embeddings(reward_folder):
+    dllm = char_tokenizer("dream")  # its mask/EoT strings are not in the (LLaDA-special) reward vocabulary
+    reward = load_reward_model(reward_folder, dllm)
+    unmatched = (reward.reward_ids < 0).nonzero().flatten().tolist()
+    assert unmatched == [dllm.convert_tokens_to_ids("<|mask|>"), dllm.convert_tokens_to_ids("<|im_end|>")]
+    assert (reward.embedding[unmatched] == 0).all()
+
+
+def test_bad_reward_folders_and_parameters(reward_folder, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_reward_model(tmp_path, char_tokenizer("llada"))
+    config = json.loads((reward_folder / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"architectures": ["Qwen3ForCausalLM"]}))
+    with pytest.raises(ValueError, match="has no score head"):
+        load_reward_model(tmp_path, char_tokenizer("llada"))
+    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\]"), (dict(lr=0), r"lr must lie in \(0, inf\]"),
+                        (dict(method="x"), "method must be one of"), (dict(top_p=0), r"top_p must lie in \(0, 1\]")]:
+        with pytest.raises(ValueError, match=message):
+            GuidanceParams(**kw)
+    with pytest.raises(ValueError, match="weight must have shape"):
+        LinearReward(torch.zeros(4, 3), torch.zeros(2))
+
+
+def test_sequential_guided_decoding_and_best_of_n(reward_folder):
+    """G6-G7 on a tiny dLLM: one token per step, M reward passes per step; Best-of-N keeps the best score."""
+    model = never_predicts_mask(random_model("llada", 0))
+    reward = load_reward_model(reward_folder, model.tokenizer)
+    prompt = torch.tensor([model.tokenizer("hi ")["input_ids"]])
+    out = generate(model, prompt, reward, ["hi "], gen_length=5, guidance=GuidanceParams(steps=2),
+                   generator=torch.Generator().manual_seed(0))
+    assert (out.canvas != model.special.mask_id).all()
+    assert out.trace.counters.full_forwards == 5 and out.trace.counters.reward_backwards == 10
+    assert all(len(step.positions[0]) == 1 for step in out.trace.steps)
+    best, scores = best_of_n(model, prompt, reward, ["hi "], n=3, gen_length=5,
+                             generator=torch.Generator().manual_seed(1))
+    chosen = reward.bind(["hi "]).score_tokens(best.canvas[:, prompt.shape[1]:])
+    assert scores.shape == (3, 1) and torch.isclose(chosen[0], scores.max())
