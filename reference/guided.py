@@ -1,4 +1,5 @@
-"""Reward-guided decoding, slow and plain (spec/guidance.md G6-G7): sequential guided decoding and Best-of-N.
+"""Reward-guided decoding, slow and plain (spec/guidance.md G6-G7b): sequential guided decoding, Best-of-N, and
+the parallel rules with cached guidance.
 
 Sequential: one token per step; every step runs a full dLLM forward and a fresh guidance computation (M
 reward forward/backward passes), unmasks the masked response position most confident under the guided
@@ -11,10 +12,12 @@ import torch
 import torch.nn.functional as F
 
 from veridec.canvas import initial_canvas
-from veridec.guidance.guide import GuidanceParams, guidance_vector
+from veridec.guidance.guide import Guide, GuidanceParams, guidance_vector
 from veridec.rules.common import check_range
 from veridec.rules.dream import top_p_logits
 from veridec.trace import Decoded, Trace, record_step
+
+from .parallel import decode as parallel_decode
 
 
 @torch.no_grad()
@@ -84,3 +87,17 @@ def best_of_n(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atte
         trace.counters.model_calls += s.trace.counters.model_calls
     trace.counters.reward_forwards += n
     return Decoded(canvas, trace), scores
+
+
+def parallel_guided(model, prompt: torch.Tensor, reward, prompt_texts: list[str], rule, attention_mask=None, *,
+                    gen_length: int = 128, block_length: int | None = None,
+                    guidance: GuidanceParams | None = GuidanceParams(), temperature: float = 0.7,
+                    generator: torch.Generator | None = None) -> Decoded:
+    """A parallel rule (Conf top-k, Fast-dLLM, KLASS, EB-Sampler, DAPD, ...) with cached guidance: one guidance
+    computation per decoding step, shared by every token the step commits (G7b). Tokens are sampled at
+    ``temperature`` (the rule's Gumbel-max proposal); one block of ``gen_length`` unless ``block_length``."""
+    guide = None if guidance is None else Guide(reward.bind(prompt_texts), guidance, prompt.shape[1],
+                                                model.special.mask_id, generator)
+    return parallel_decode(model, prompt, attention_mask, rule=rule, gen_length=gen_length,
+                           block_length=block_length or gen_length, temperature=temperature, generator=generator,
+                           guide=guide, name=f"{rule.name}-{'unguided' if guidance is None else guidance.method}")

@@ -20,9 +20,12 @@ from veridec.trace import Decoded, Trace, record_step
 def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule,
            gen_length: int = 128, block_length: int = 32, temperature: float = 0.0,
            remasking: str = "low_confidence", mask_id: int | None = None, ties: str = "lowest",
-           generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None) -> Decoded:
+           generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
+           guide=None) -> Decoded:
     """Decode ``prompt`` [B, P] (left-padded with ``attention_mask``) in semi-AR blocks with ``rule``: each
-    block runs full forwards until it has no mask left; candidates are the masks before the block's end."""
+    block runs full forwards until it has no mask left; candidates are the masks before the block's end.
+    ``guide(x, logits, counters) -> logits``, when given, steers every step's logits (cached reward guidance,
+    spec/guidance.md G7b)."""
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_model_supports(model, rule)
     mask_id = model.special.mask_id if mask_id is None else mask_id
@@ -45,7 +48,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
             trace.counters.add_forward(rows=batch, queries=x.shape[1])
             query = (positions - model.logit_shift).clamp_min(0)  # the query scoring each token
             dependency = symmetrized_dependency(out.attentions, rule, query, query) if needs_attention else None
-            result = parallel_step(rule, out.logits, x, (x == mask_id) & (positions < end)[None],
+            logits = out.logits if guide is None else guide(x, out.logits, trace.counters)
+            result = parallel_step(rule, logits, x, (x == mask_id) & (positions < end)[None],
                                    temperature=temperature, remasking=remasking, ties=ties, generator=generator,
                                    block_step=step, block_masks_at_start=at_start,
                                    block_masks=(x[:, start:end] == mask_id).sum(dim=1), block_length=block_length,

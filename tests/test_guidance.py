@@ -129,3 +129,25 @@ def test_sequential_guided_decoding_and_best_of_n(reward_folder):
                              generator=torch.Generator().manual_seed(1))
     chosen = reward.bind(["hi "]).score_tokens(best.canvas[:, prompt.shape[1]:])
     assert scores.shape == (3, 1) and torch.isclose(chosen[0], scores.max())
+
+
+def test_parallel_rules_with_cached_guidance(reward_folder):
+    """G7b: one guidance computation per step whatever the step commits; a zero-step budget is refused, and a
+    rule's unguided run is the plain reference decode."""
+    from veridec.reference.guided import parallel_guided
+    from veridec.reference.parallel import decode
+    from veridec.rules.presets import PRESETS
+
+    model = never_predicts_mask(random_model("llada", 1))
+    reward = load_reward_model(reward_folder, model.tokenizer)
+    prompt = torch.tensor([model.tokenizer("count ")["input_ids"]])
+    for name in ("conf-hq", "fastdllm-hq", "klass-hq", "eb-hq", "dapd-hq"):
+        out = parallel_guided(model, prompt, reward, ["count "], PRESETS[name], gen_length=8,
+                              guidance=GuidanceParams(steps=1), generator=torch.Generator().manual_seed(0))
+        assert (out.canvas != model.special.mask_id).all()
+        assert out.trace.counters.reward_backwards == len(out.trace.steps) == out.trace.counters.full_forwards
+    plain = decode(model, prompt, rule=PRESETS["conf-hq"], gen_length=8, block_length=8, temperature=0.7,
+                   generator=torch.Generator().manual_seed(3))
+    unguided = parallel_guided(model, prompt, reward, ["count "], PRESETS["conf-hq"], gen_length=8, guidance=None,
+                               generator=torch.Generator().manual_seed(3))
+    assert torch.equal(plain.canvas, unguided.canvas)

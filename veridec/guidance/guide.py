@@ -84,4 +84,23 @@ def guidance_vector(reward, logits: torch.Tensor, tokens: torch.Tensor, masked: 
             if counters is not None:
                 counters.reward_forwards += 1
                 counters.reward_backwards += 1
-    return torch.where(masked[..., None], phi.detach() - phi0, 0.0)
+    moved = torch.where(torch.isfinite(phi0), phi.detach() - phi0, 0.0)  # -inf logits stay -inf (no nan)
+    return torch.where(masked[..., None], moved, 0.0)
+
+
+class Guide:
+    """Cached guidance as a logits hook for the parallel decoders (spec/guidance.md G7b): once per decoding
+    step, the guidance vector of the response slots [prompt_length, L) is computed and added to the logits."""
+
+    def __init__(self, reward, params: GuidanceParams, prompt_length: int, mask_id: int,
+                 generator: torch.Generator | None = None):
+        self.reward, self.params, self.prompt_length, self.mask_id = reward, params, prompt_length, mask_id
+        self.generator = generator
+
+    def __call__(self, x: torch.Tensor, logits: torch.Tensor, counters=None) -> torch.Tensor:
+        """x [B, L], logits [B, L, V] token-aligned -> guided logits (unchanged outside the response)."""
+        response = x[:, self.prompt_length:]
+        phi0 = logits[:, self.prompt_length:]
+        r = guidance_vector(self.reward, phi0, response, response == self.mask_id, self.params, self.generator,
+                            counters)
+        return torch.cat([logits[:, :self.prompt_length], phi0 + r.to(phi0.dtype)], dim=1)
