@@ -1,0 +1,96 @@
+"""FastGuide's hybrid step, the part shared by the exact and the sparse decoders (spec/guidance.md F1-F4).
+
+Per step: one full guided pass (dLLM logits l_0 and guidance r_0); the k most confident masked response slots
+under softmax(l_0 + r_0) are the candidates a_1..a_k (ties to the lowest slot); a_1 is sampled from the
+guided distribution and committed; each later a_j gets recomputed dLLM logits l_j (exact: a full forward;
+sparse: windows around the last committed token and a_j), phi_j = l_j + r_0, a token c_j ~ softmax(phi_j / T)
+(top-p; greedy: argmax), committed only when max softmax(phi_j) >= tau (confidence deferral).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..rules.common import check_range
+from ..rules.dream import top_p_logits
+from ..trace import record_step
+from .guide import guidance_vector
+
+
+@dataclass(frozen=True)
+class FastGuideParams:
+    k: int = 8  # candidate budget
+    tau: float = 0.5  # deferral threshold
+    window: int = 2  # w: recomputation window radius (sparse decoder)
+    temperature: float = 0.7
+    top_p: float = 0.95
+    greedy: bool = False  # candidates after the first take their recomputed argmax (seed 000 Table 9)
+
+    def __post_init__(self):
+        check_range("k", self.k, low=1, integer=True)
+        check_range("tau", self.tau, low=0, high=1)
+        check_range("window", self.window, low=0, integer=True)
+        check_range("temperature", self.temperature, low=0, low_open=True)
+        check_range("top_p", self.top_p, low=0, high=1, low_open=True)
+
+
+PRESETS = {"fastguide-hq": FastGuideParams(k=8), "fastguide-ht": FastGuideParams(k=16)}  # seed 000 Table 2
+
+
+def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int) -> list[list[int]]:
+    """Per row, the (up to) k masked slots by decreasing guided confidence [B][<=k] (guided [B, G, V])."""
+    confidence = torch.where(masked, F.softmax(without_mask(guided, mask_id), dim=-1).max(-1).values, -torch.inf)
+    order = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, :k]
+    return [[int(s) for s in row[:int(m.sum())]] for row, m in zip(order, masked)]
+
+
+def without_mask(logits: torch.Tensor, mask_id: int) -> torch.Tensor:
+    logits = logits.double().clone()
+    logits[..., mask_id] = -torch.inf
+    return logits
+
+
+def choose(phi: torch.Tensor, params: FastGuideParams, mask_id: int, first: bool,
+           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """phi [B, V] guided logits of one candidate per row -> (token [B], confidence max softmax(phi) [B])."""
+    phi = without_mask(phi, mask_id)
+    confidence = F.softmax(phi, dim=-1).max(-1).values
+    if params.greedy and not first:
+        return phi.argmax(-1), confidence
+    probs = F.softmax(top_p_logits(phi / params.temperature, params.top_p), dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0], confidence
+
+
+def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: FastGuideParams, guidance,
+                mask_id: int, trace, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Algorithm 1 of seed 000 on a batch [B, L]; returns the new canvas and records one trace step.
+
+    ``recomputer.full(x) -> [B, G, V]`` is the step's full pass (response logits); ``recomputer.candidate(x,
+    previous [B], slot [B]) -> [B, V]`` recomputes the logits of each row's candidate slot after the previous
+    commit (exact: a full forward; sparse: windows). Slots are response indices."""
+    rows = torch.arange(x.shape[0])
+    before = x[:, prompt_len:].clone()
+    logits0 = recomputer.full(x)  # [B, G, V]
+    masked = before == mask_id
+    r0 = guidance_vector(reward, logits0, before, masked, guidance, generator, trace.counters)
+    slots = candidates(logits0 + r0, masked, params.k, mask_id)
+    confidence = torch.full(before.shape, -torch.inf, dtype=torch.float64)
+    order: list[list[int]] = [[] for _ in slots]
+    previous = torch.tensor([s[0] if s else 0 for s in slots])
+    for j in range(max(len(s) for s in slots)):
+        active = torch.tensor([j < len(s) for s in slots])
+        slot = torch.tensor([s[j] if j < len(s) else s[0] if s else 0 for s in slots])
+        logits = logits0[rows, slot] if j == 0 else recomputer.candidate(x, previous, slot)  # [B, V]
+        token, gamma = choose(logits + r0[rows, slot], params, mask_id, first=j == 0, generator=generator)
+        commit = active & ((gamma >= params.tau) | (j == 0))
+        x = x.clone()
+        x[rows[commit], prompt_len + slot[commit]] = token[commit]
+        confidence[rows[commit], slot[commit]] = gamma[commit].double()
+        previous = torch.where(commit, slot, previous)
+        for b in rows[commit].tolist():
+            order[b].append(int(slot[b]))
+    record_step(trace, 0, before, x[:, prompt_len:], mask_id, confidence, logits0 + r0, order, offset=prompt_len)
+    return x
