@@ -95,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     base.set_defaults(run=run_baseline)
 
     exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
-    exp.add_argument("name", choices=("models", "parallel", "speculative"),
+    exp.add_argument("name", choices=("models", "parallel", "speculative", "fastguide"),
                      help="models: how the shipped models decode; parallel: steps vs quality per decoder preset; "
-                          "speculative: draft trees and the lossless chain vs their base decoders")
+                          "speculative: draft trees and the lossless chain vs their base decoders; "
+                          "fastguide: reward-guided decoding, FastGuide vs the guided baselines")
     exp.add_argument("--out", type=Path, default=Path("results"))
     exp.add_argument("--quick", action="store_true", help="a reduced run (a minute or two on 2 cores)")
     exp.add_argument("--seed", type=int, default=0)
@@ -331,10 +332,10 @@ def run_baseline(args) -> int:
 
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
-    from . import experiment_models, experiment_parallel, experiment_speculative
+    from . import experiment_fastguide, experiment_models, experiment_parallel, experiment_speculative
 
-    module = {"models": experiment_models, "parallel": experiment_parallel,
-              "speculative": experiment_speculative}[args.name]
+    module = {"models": experiment_models, "parallel": experiment_parallel, "speculative": experiment_speculative,
+              "fastguide": experiment_fastguide}[args.name]
     module.run(args.out, quick=args.quick, seed=args.seed)
     print((args.out / f"{args.name}.md").read_text())
     return 0

@@ -61,3 +61,22 @@ def test_experiment_speculative_reports_identical_outputs_in_fewer_calls(tmp_pat
     assert rows["chain W1D4, dual"]["model_calls_per_prompt"] < rows["sequential, dual cache"]["model_calls_per_prompt"]
     assert rows["Fast-dLLM + intra W2D2(3)"]["calls_reduction_vs_base"] > 1
     assert (tmp_path / "speculative.md").read_text().startswith("# Speculative decoding")
+
+
+def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):
+    """The report's shape on a tiny random reward (the shipped reward is exercised by the command itself)."""
+    from veridec.guidance import load_reward_model
+    from veridec.guidance.tiny import write_tiny_reward_model
+    from veridec.harness import experiment_fastguide
+    from veridec.models.shipped import load_model
+
+    reward = load_reward_model(write_tiny_reward_model(tmp_path / "reward"), load_model("default").tokenizer)
+    report = experiment_fastguide.run(tmp_path / "out", sizes=(1, 12), reward=reward)
+    table = report["table"]
+    assert {"Sequential (EntRGi)", "Best-of-N (4)", "FastGuide (k 8)", "FastGuide exact (k 8)",
+            "dapd-hq (cached guidance)"} <= set(table)
+    assert all(len(row["scores"][0]) == 4 for row in table.values())
+    assert table["Sequential (EntRGi)"]["tokens_per_step"] == 1 and report["speedup"] > 0
+    assert set(report["sweeps"]["window"]) == {"0", "1", "2", "4", "8", "exact"}
+    assert (tmp_path / "out" / "fastguide.png").stat().st_size > 0
+    assert "retention" in (tmp_path / "out" / "fastguide.md").read_text()

@@ -1,0 +1,194 @@
+"""FastGuide and the guided baselines on the default dLLM and reward model (``veridec experiment fastguide``).
+
+Seed 000 Table 1's columns for every method (Top@1 and Avg@4 of the reward over 4 trajectories per prompt,
+Seq Gap, tokens/step, seconds per generation, plus the checkers' validity of the generated lines), Table 11's
+time breakdown (per-call times x counts), Figure 6's tau sweep, Figure 12's window sweep with the exact line,
+Table 9's greedy variant and D.4's batch-size curve; markdown, JSON and PNG plots under ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from veridec.guidance.fastguide import FastGuideParams
+from veridec.guidance.guide import GuidanceParams, guidance_vector
+from veridec.guidance.shipped import load_default_reward
+from veridec.models.shipped import load_model
+from veridec.optimized.fastguide import generate as fastguide_sparse
+from veridec.reference.fastguide import generate as fastguide_exact
+from veridec.reference.guided import generate as sequential_guided
+from veridec.reference.guided import parallel_guided
+from veridec.rules.presets import PRESETS
+
+from .experiment_parallel import corpus_texts, validity
+
+TRAJECTORIES = 4
+BASELINES = ("conf-hq", "fastdllm-hq", "klass-hq", "eb-hq", "dapd-hq")
+
+
+def methods(guidance: GuidanceParams) -> dict:
+    """name -> fn(model, prompt [1, P], reward, text, generator) -> Decoded (all sampled at T = 0.7)."""
+    out = {"Sequential (EntRGi)": lambda m, p, r, t, g, gen: sequential_guided(m, p, r, [t], gen_length=gen,
+                                                                                guidance=guidance, generator=g),
+           "Unguided sequential (BoN pool)": lambda m, p, r, t, g, gen: sequential_guided(
+               m, p, r, [t], gen_length=gen, guidance=None, generator=g)}
+    for name in BASELINES:
+        out[f"{name} (cached guidance)"] = (lambda rule: lambda m, p, r, t, g, gen: parallel_guided(
+            m, p, r, [t], rule, gen_length=gen, guidance=guidance, generator=g))(PRESETS[name])
+    out["FastGuide exact (k 8)"] = lambda m, p, r, t, g, gen: fastguide_exact(
+        m, p, r, [t], gen_length=gen, params=FastGuideParams(k=8), guidance=guidance, generator=g)
+    for k in (8, 16):
+        out[f"FastGuide (k {k})"] = (lambda k: lambda m, p, r, t, g, gen: fastguide_sparse(
+            m, p, r, [t], gen_length=gen, params=FastGuideParams(k=k), guidance=guidance, generator=g))(k)
+    return out
+
+
+def evaluate(decode, model, reward, prompts, gen: int, seed: int) -> dict:
+    """Top@1, Avg@4, validity, tokens/step, seconds per generation over TRAJECTORIES per prompt."""
+    tops, avgs, valid, steps, seconds, all_scores = [], [], [], [], 0.0, []
+    for i, (ids, text) in enumerate(prompts):
+        scores = []
+        for t in range(TRAJECTORIES):
+            start = time.perf_counter()
+            out = decode(model, ids, reward, text, torch.Generator().manual_seed(seed * 1000 + i * 10 + t), gen)
+            seconds += time.perf_counter() - start
+            scores.append(reward.bind([text]).score_tokens(out.canvas[:, ids.shape[1]:]).item())
+            valid.append(validity(model, out.canvas, ids, None, [text]))
+            steps.append(len([s for s in out.trace.steps if s.positions[0]]))
+        tops.append(max(scores))
+        avgs.append(sum(scores) / len(scores))
+        all_scores.append(scores)
+    n = len(prompts) * TRAJECTORIES
+    return {"top1": round(sum(tops) / len(tops), 4), "avg4": round(sum(avgs) / len(avgs), 4),
+            "validity": round(sum(valid) / n, 4), "tokens_per_step": round(gen * n / sum(steps), 3),
+            "s_per_gen": round(seconds / n, 3), "scores": all_scores}
+
+
+def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: GuidanceParams) -> dict:
+    """Per-call wall times: one full forward, one sparse recomputation (w = 2), one guidance computation."""
+    x = torch.cat([prompt_ids, torch.full((1, gen), model.special.mask_id)], dim=1)
+    bound = reward.bind([text])
+
+    def timed(fn, repeats=5):
+        fn()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - start) / repeats
+
+    with torch.no_grad():
+        full = timed(lambda: model(x))
+        _, cache = model.prefill(x)
+        window = torch.arange(prompt_ids.shape[1], min(prompt_ids.shape[1] + 10, x.shape[1]))[None]  # 2 (2w + 1)
+        sparse = timed(lambda: model.forward_cached(x.gather(1, window), window, cache))
+        logits = model(x).logits[:, prompt_ids.shape[1]:]
+    response = x[:, prompt_ids.shape[1]:]
+    guide = timed(lambda: guidance_vector(bound, logits, response, response == model.special.mask_id, guidance))
+    return {"full_forward_ms": round(1e3 * full, 3), "sparse_recomputation_ms": round(1e3 * sparse, 3),
+            "guidance_ms": round(1e3 * guide, 3), "sparse_over_full": round(sparse / full, 4)}
+
+
+def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | None = None, reward=None) -> dict:
+    """``sizes`` = (prompts, gen length) overrides the quick/full sizes; ``reward`` the shipped reward model."""
+    n_prompts, gen = sizes or ((2, 64) if quick else (6, 128))
+    torch.manual_seed(seed)
+    model = load_model("default", dtype=torch.float32)
+    reward = reward or load_default_reward(model.tokenizer)
+    guidance = GuidanceParams()
+    prompts = [(torch.tensor([model.tokenizer(t)["input_ids"]]), t) for t in corpus_texts(n_prompts, seed)]
+    table = {name: evaluate(fn, model, reward, prompts, gen, seed) for name, fn in methods(guidance).items()}
+    bon_pool = table["Unguided sequential (BoN pool)"]
+    table["Best-of-N (4)"] = {**bon_pool, "top1": bon_pool["top1"], "avg4": bon_pool["avg4"],
+                              "s_per_gen": round(bon_pool["s_per_gen"] * TRAJECTORIES, 3)}
+    seq = table["Sequential (EntRGi)"]
+    for row in table.values():
+        row["seq_gap"] = round(row["top1"] - seq["top1"], 4)
+    fast = table["FastGuide (k 8)"]
+    bon = table["Best-of-N (4)"]
+    retention = (fast["top1"] - bon["top1"]) / (seq["top1"] - bon["top1"]) if seq["top1"] != bon["top1"] else None
+    report = {"quick": quick, "seed": seed, "prompts": n_prompts, "gen_length": gen, "trajectories": TRAJECTORIES,
+              "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
+              "retention": None if retention is None else round(retention, 4),
+              "time_breakdown": time_breakdown(model, reward, prompts[0][0], prompts[0][1], gen, guidance),
+              "sweeps": sweeps(model, reward, prompts[:1], gen, seed, guidance, quick)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fastguide.json").write_text(json.dumps(report, indent=2))
+    (out / "fastguide.md").write_text(to_markdown(report))
+    plot(report, out)
+    return report
+
+
+def sweeps(model, reward, prompts, gen: int, seed: int, guidance: GuidanceParams, quick: bool) -> dict:
+    """tau, window (with exact recomputation), greedy and batch size, FastGuide k 8."""
+    taus = (0.0, 0.5, 0.9) if quick else (0.0, 0.3, 0.5, 0.7, 0.9)
+    windows = (0, 1, 2, 4) if quick else (0, 1, 2, 4, 8)
+    sparse = lambda params: lambda m, p, r, t, g, n: fastguide_sparse(  # noqa: E731
+        m, p, r, [t], gen_length=n, params=params, guidance=guidance, generator=g)
+    result = {"tau": {str(tau): evaluate(sparse(FastGuideParams(tau=tau)), model, reward, prompts, gen, seed)
+                      for tau in taus},
+              "window": {str(w): evaluate(sparse(FastGuideParams(window=w)), model, reward, prompts, gen, seed)
+                         for w in windows},
+              "greedy": evaluate(sparse(FastGuideParams(greedy=True)), model, reward, prompts, gen, seed)}
+    result["window"]["exact"] = evaluate(lambda m, p, r, t, g, n: fastguide_exact(
+        m, p, r, [t], gen_length=n, guidance=guidance, generator=g), model, reward, prompts, gen, seed)
+    ids, text = prompts[0]
+    curve = {}
+    for batch in (1, 2, 4):
+        start = time.perf_counter()
+        fastguide_sparse(model, ids.repeat(batch, 1), reward, [text] * batch, gen_length=gen, guidance=guidance,
+                         generator=torch.Generator().manual_seed(seed))
+        curve[str(batch)] = round((time.perf_counter() - start) / batch, 3)
+    result["seconds_per_trajectory_by_batch"] = curve
+    return result
+
+
+def to_markdown(report: dict) -> str:
+    columns = ("top1", "avg4", "seq_gap", "validity", "tokens_per_step", "s_per_gen")
+    lines = [f"# FastGuide ({report['prompts']} prompts x {report['trajectories']} trajectories, gen "
+             f"{report['gen_length']}, seed {report['seed']}{', quick' if report['quick'] else ''})", "",
+             f"speedup (sequential guided / FastGuide k 8, s per generation): {report['speedup']}x; guidance "
+             f"retention (Top@1_FG - Top@1_BoN) / (Top@1_seq - Top@1_BoN): {report['retention']}", "",
+             "| method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |" for name, row in report["table"].items()]
+    lines += ["", "Time per call: " + ", ".join(f"{k} {v}" for k, v in report["time_breakdown"].items()), ""]
+    for sweep in ("tau", "window"):
+        lines += [f"## {sweep} sweep (FastGuide k 8)", "", f"| {sweep} | " + " | ".join(columns) + " |",
+                  "|---" * (len(columns) + 1) + "|"]
+        lines += [f"| {key} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |"
+                  for key, row in report["sweeps"][sweep].items()]
+        lines.append("")
+    greedy = report["sweeps"]["greedy"]
+    lines += [f"Greedy variant: top1 {greedy['top1']}, tokens/step {greedy['tokens_per_step']}, s/gen "
+              f"{greedy['s_per_gen']}", "",
+              "Seconds per trajectory by batch size: " +
+              ", ".join(f"{b}: {s}" for b, s in report["sweeps"]["seconds_per_trajectory_by_batch"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    tau = report["sweeps"]["tau"]
+    axes[0].plot([float(t) for t in tau], [r["top1"] for r in tau.values()], "o-", label="Top@1")
+    twin = axes[0].twinx()
+    twin.plot([float(t) for t in tau], [r["tokens_per_step"] for r in tau.values()], "s--", color="gray")
+    axes[0].set(xlabel="tau", ylabel="Top@1 reward", title="deferral threshold (tokens/step dashed)")
+    window = {k: v for k, v in report["sweeps"]["window"].items() if k != "exact"}
+    axes[1].plot([int(w) for w in window], [r["top1"] for r in window.values()], "o-", label="sparse")
+    axes[1].axhline(report["sweeps"]["window"]["exact"]["top1"], color="k", ls=":", label="exact recomputation")
+    axes[1].set(xlabel="window radius w", ylabel="Top@1 reward", title="window")
+    axes[1].legend()
+    curve = report["sweeps"]["seconds_per_trajectory_by_batch"]
+    axes[2].plot([int(b) for b in curve], list(curve.values()), "o-")
+    axes[2].set(xlabel="batch size", ylabel="s per trajectory", title="batching")
+    figure.tight_layout()
+    figure.savefig(out / "fastguide.png", dpi=110)
+    plt.close(figure)
