@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--seed", type=int, default=0)
     exp.set_defaults(run=run_experiment)
 
-    train = commands.add_parser("train", help="retrain a shipped model (see python -m veridec.harness.train -h)")
+    train = commands.add_parser("train", help="retrain a shipped model: tasks | hmm (python -m veridec.harness.train "
+                                              "-h) or reward (python -m veridec.harness.train_reward -h)")
     train.add_argument("train_args", nargs=argparse.REMAINDER)
     train.set_defaults(run=run_train)
     return parser
@@ -343,6 +344,12 @@ def run_experiment(args) -> int:
 
 # ------------------------------------------------------------------------------------------- train
 def run_train(args) -> int:
+    """``veridec train {tasks,hmm} ...`` (harness.train) or ``veridec train reward ...`` (harness.train_reward)."""
+    if args.train_args[:1] == ["reward"]:
+        from .train_reward import main as train_reward_main
+
+        train_reward_main(args.train_args[1:])
+        return 0
     from .train import main as train_main
 
     train_main(args.train_args)

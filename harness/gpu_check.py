@@ -7,7 +7,9 @@
    == reference (commit order and canvas); one-layer prefix/dual caches == reference; padded batch == rows.
 2. Timing on a model of the requested shape with random bf16 weights (``llada-8b``: 32 layers, hidden 4096,
    32 heads, MLP 12288, vocab 126464): one full forward of prompt + gen positions vs one dual-cache block step
-   (block queries against the cache), median of repeated, synchronized runs; prints their ratio.
+   (block queries against the cache), median of repeated, synchronized runs; prints their ratio. Then one
+   FastGuide sparse recomputation (two windows of radius 2) vs one full forward at canvas 256 + 128, batch 1
+   and 4 (spec/guidance.md F3).
 """
 
 from __future__ import annotations
@@ -101,9 +103,20 @@ def timing(shape: str, device: torch.device, prompt: int, gen: int, block: int, 
 
     full = median_seconds(lambda: model(x))
     dual = median_seconds(lambda: model.forward_cached(x[:, prompt:prompt + block], positions, cache))
-    return {"shape": shape, "dtype": str(dtype), "prompt": prompt, "gen": gen, "block": block,
-            "full_forward_ms": round(1e3 * full, 3), "dual_block_step_ms": round(1e3 * dual, 3),
-            "ratio": round(full / dual, 2)}
+    report = {"shape": shape, "dtype": str(dtype), "prompt": prompt, "gen": gen, "block": block,
+              "full_forward_ms": round(1e3 * full, 3), "dual_block_step_ms": round(1e3 * dual, 3),
+              "ratio": round(full / dual, 2)}
+    for batch in (1, 4):  # FastGuide: one sparse recomputation (two windows of radius 2) vs one full forward
+        xb = x[:, :prompt + 128].repeat(batch, 1)  # seed 000's canvas: 256 prompt + 128 generated
+        _, cache_b = model.prefill(xb)
+        window = torch.cat([torch.arange(prompt + 40, prompt + 45), torch.arange(prompt + 60, prompt + 65)])
+        window = window[None].expand(batch, -1).to(device)
+        full_b = median_seconds(lambda: model(xb))
+        sparse_b = median_seconds(lambda: model.forward_cached(xb.gather(1, window), window, cache_b))
+        report[f"fastguide_batch{batch}"] = {"full_forward_ms": round(1e3 * full_b, 3),
+                                             "sparse_recomputation_ms": round(1e3 * sparse_b, 3),
+                                             "sparse_over_full": round(sparse_b / full_b, 4)}
+    return report
 
 
 def sync(device: torch.device) -> None:

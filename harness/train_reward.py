@@ -128,9 +128,13 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hidden-size", type=int, default=RewardTrainConfig.hidden_size)
+    parser.add_argument("--layers", type=int, default=RewardTrainConfig.layers)
+    parser.add_argument("--lr", type=float, default=RewardTrainConfig.lr)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(json.dumps(train(RewardTrainConfig(steps=args.steps), args.out), indent=2))
+    config = RewardTrainConfig(steps=args.steps, hidden_size=args.hidden_size, layers=args.layers, lr=args.lr)
+    print(json.dumps(train(config, args.out), indent=2))
 
 
 if __name__ == "__main__":
