@@ -29,7 +29,8 @@ def _row(ctx: VerifyContext, theorem: str):
     detail = f"{row['hypotheses_held']} with hypotheses, {row['violations']} violations"
     if expected_to_fail:
         detail += f"; counterexample: {row['counterexample']}"
-    return row["cases"], passed, row["tightest_slack"], "bound - value" if row["tightest_slack"] is not None else "", detail
+    unit = "bound - value" if row["tightest_slack"] is not None else ""
+    return row["cases"], passed, row["tightest_slack"], unit, detail
 
 
 def _register(theorem: str) -> None:

@@ -42,8 +42,10 @@ def configurations() -> list[tuple[str, str, dict | None]]:
         ("Fast-dLLM + intra W2D2(3)", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2)),
         ("Fast-dLLM + intra W3D3(6)", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 3, 3)),
         ("Fast-dLLM + intra W2D2(3) token alternatives", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2, "token")),
-        ("Fast-dLLM + inter W2D2(3), 1 draft block", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 1}),
-        ("Fast-dLLM + inter W2D2(3), 2 draft blocks", "Fast-dLLM 0.9 (DC)", spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 2}),
+        ("Fast-dLLM + inter W2D2(3), 1 draft block", "Fast-dLLM 0.9 (DC)",
+         spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 1}),
+        ("Fast-dLLM + inter W2D2(3), 2 draft blocks", "Fast-dLLM 0.9 (DC)",
+         spec(THRESHOLD, "dual", 2, 2) | {"lookahead": 2}),
     ]
 
 

@@ -59,7 +59,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
         raise ValueError(f"rule {rule.name!r} is not supported: speculation needs a stateless rule whose step "
                          "depends on the logits alone (KLASS keeps history, DAPD needs attention weights)")
     if prompt.shape[0] != 1:
-        raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), got {prompt.shape[0]}")
+        raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), "
+                         f"got {prompt.shape[0]}")
     mask_id = model.special.mask_id if mask_id is None else mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}" + (f"-inter{lookahead}" if lookahead else ""),

@@ -64,10 +64,16 @@ def capacity_rows(denominator: int = 40) -> list[dict]:
     """T4 over every rational 1/2 < tau < kappa < 1 with the denominator: the corrected m_max is admissible and
     m_max + 1 is not; the published floor formula admits an m the condition rejects on integer boundaries."""
     grid = cx.capacity_grid(denominator)
-    wrong_corrected = sum(not (cx.cluster_condition(k, t, cx.neighbour_capacity(k, t)) or cx.neighbour_capacity(k, t) < 0)
-                          or cx.cluster_condition(k, t, cx.neighbour_capacity(k, t) + 1) for k, t in grid)
-    wrong_published = sum(cx.published_capacity(k, t) >= 0 and not cx.cluster_condition(k, t, cx.published_capacity(k, t))
-                          for k, t in grid)
+    def corrected_wrong(k, t) -> bool:
+        m = cx.neighbour_capacity(k, t)
+        return not (m < 0 or cx.cluster_condition(k, t, m)) or cx.cluster_condition(k, t, m + 1)
+
+    def published_wrong(k, t) -> bool:
+        m = cx.published_capacity(k, t)
+        return m >= 0 and not cx.cluster_condition(k, t, m)
+
+    wrong_corrected = sum(corrected_wrong(k, t) for k, t in grid)
+    wrong_published = sum(published_wrong(k, t) for k, t in grid)
     base = {"cases": len(grid), "hypotheses_held": len(grid), "tightest_slack": None}
     return [{"theorem": "T4 neighbour capacity (corrected)", "statement": "m_max = ceil(kappa/(1-tau) - 1) - 1",
              "published": False, "violations": wrong_corrected, **base},
@@ -89,7 +95,8 @@ def published_counterexamples() -> dict[str, str]:
     single = analyse(np.array([[0.7, 0.3]]))
     kl = fastdllm_kl(single, np.array([0.35]), published=True)
     assert kl.violations[0]
-    out["T2d Fast-dLLM KL (published)"] = "n=1: p = q = (7/10, 3/10), eps = 7/20: KL = 0, bound (n-1) f_V = 0, 0 < 0 fails"
+    out["T2d Fast-dLLM KL (published)"] = ("n=1: p = q = (7/10, 3/10), eps = 7/20: KL = 0, bound (n-1) f_V = 0, "
+                                           "0 < 0 fails")
     return out
 
 

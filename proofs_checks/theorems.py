@@ -2,7 +2,8 @@
 
 Each check returns a ``TheoremResult``: per case whether the hypotheses hold, whether the conclusion holds,
 and the slack of each bound (bound minus value; a strict bound needs slack > 0, a non-strict one >= 0).
-Float64 comparisons allow a derived rounding slack (``rounding_for``); exact batches (Fractions) allow nothing. A claim marked ``published`` is quoted from a paper and may be off: spec/theorems.md says which.
+Float64 comparisons allow a derived rounding slack (``rounding_for``); exact batches (Fractions) allow
+nothing. A claim marked ``published`` is quoted from a paper and may be off: spec/theorems.md says which.
 """
 
 from __future__ import annotations
