@@ -15,48 +15,55 @@ PROMPT, GEN, BLOCK = 64, 256, 32
 
 
 @pytest.fixture(scope="module")
-def setup():
-    model = load_model("default")
-    x = torch.randint(0, model.special.mask_id, (1, PROMPT + GEN), generator=torch.Generator().manual_seed(0))
+def model():
+    return load_model("default")
+
+
+def cached_canvas(model, length: int, subset: torch.Tensor, seed: int):
+    """A random canvas [1, length], its K/V cache, and the positions [1, S] a cached forward recomputes."""
+    x = torch.randint(0, model.special.mask_id, (1, length), generator=torch.Generator().manual_seed(seed))
     _, cache = model.prefill(x)
-    block = torch.arange(PROMPT, PROMPT + BLOCK)[None]
-    return model, x, cache, block
+    return model, x, cache, subset[None]
+
+
+@pytest.fixture(scope="module")
+def setup(model):
+    return cached_canvas(model, PROMPT + GEN, torch.arange(PROMPT, PROMPT + BLOCK), seed=0)
+
+
+@pytest.fixture(scope="module")
+def fastguide_canvas(model):
+    """Seed 000's scale: a 256-token prompt and 128 generated positions; windows of radius 2 (10 positions)
+    around the last commit and the next candidate."""
+    return cached_canvas(model, 256 + 128, torch.cat([torch.arange(298, 303), torch.arange(310, 315)]), seed=1)
 
 
 @torch.no_grad()
-def test_full_forward(benchmark, setup):
+def time_full_forward(benchmark, setup):
     model, x, _, _ = setup
     benchmark.extra_info["query_positions"] = x.numel()
     benchmark(lambda: model(x))
 
 
 @torch.no_grad()
+def time_cached_forward(benchmark, setup):
+    model, x, cache, subset = setup
+    benchmark.extra_info["query_positions"] = subset.numel()
+    benchmark(lambda: model.forward_cached(x.gather(1, subset), subset, cache))
+
+
+def test_full_forward(benchmark, setup):
+    time_full_forward(benchmark, setup)
+
+
 def test_cached_block_forward(benchmark, setup):
-    model, x, cache, block = setup
-    benchmark.extra_info["query_positions"] = block.numel()
-    benchmark(lambda: model.forward_cached(x.gather(1, block), block, cache))
+    time_cached_forward(benchmark, setup)
 
 
-@pytest.fixture(scope="module")
-def fastguide_canvas():
-    """Seed 000's scale: a 256-token prompt and 128 generated positions; windows of radius 2 (10 positions)."""
-    model = load_model("default")
-    x = torch.randint(0, model.special.mask_id, (1, 256 + 128), generator=torch.Generator().manual_seed(1))
-    _, cache = model.prefill(x)
-    window = torch.cat([torch.arange(298, 303), torch.arange(310, 315)])[None]  # last commit and next candidate
-    return model, x, cache, window
-
-
-@torch.no_grad()
 def test_full_forward_fastguide_canvas(benchmark, fastguide_canvas):
-    model, x, _, _ = fastguide_canvas
-    benchmark.extra_info["query_positions"] = x.numel()
-    benchmark(lambda: model(x))
+    time_full_forward(benchmark, fastguide_canvas)
 
 
-@torch.no_grad()
 def test_sparse_recomputation(benchmark, fastguide_canvas):
     """One FastGuide sparse recomputation (spec/guidance.md F3); the issue's target: <= 15% of a full forward."""
-    model, x, cache, window = fastguide_canvas
-    benchmark.extra_info["query_positions"] = window.numel()
-    benchmark(lambda: model.forward_cached(x.gather(1, window), window, cache))
+    time_cached_forward(benchmark, fastguide_canvas)
