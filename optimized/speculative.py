@@ -96,10 +96,11 @@ class _Run:
         else:
             out = self.model(x, attention_mask=self.attention_mask)
         self.trace.counters.add_forward(rows=1, queries=length)
-        offset, logits, steps = 0, out.logits, 0
+        offset, logits, steps, pending = 0, out.logits, 0, None
         while (self.x[:, start:end] == self.mask_id).any():
             check_progress(steps, block, budget)
-            after = self.step(logits, offset, block, end, record=True)  # R's step: S -> S'
+            after, record = pending or self.step(logits, offset, end)  # R's step: S -> S'
+            record(block)
             steps += 1
             self.x = after
             if not (self.x[:, start:end] == self.mask_id).any():
@@ -108,7 +109,7 @@ class _Run:
             states, offset = self.drafts(logits, offset, start, end)  # [K, 1, L]: S' and the tree's states
             self.draft_seconds += time.perf_counter() - clock
             verified = self.verify(states, start, end)  # [K, 1, W, V] logits over the window at ``offset``
-            chosen, accepted = self.walk(states, verified, offset, block, start, end)
+            chosen, accepted, pending = self.walk(states, verified, offset, block, start, end)
             steps += accepted
             self.x, logits = states[chosen], verified[chosen]
             if self.lookahead and not (self.x[:, start:end] == self.mask_id).any():
@@ -117,17 +118,20 @@ class _Run:
     def window(self, offset: int, width: int) -> slice:
         return slice(offset, offset + width)
 
-    def step(self, logits, offset: int, block: int, end: int, record: bool) -> torch.Tensor:
-        """R's step on a state's logits (window at ``offset``) -> the next canvas; recorded when asked."""
+    def step(self, logits, offset: int, end: int):
+        """R's step on the current state's logits (window at ``offset``) -> (the next canvas, ``record(block)``
+        which appends that step to the trace)."""
         window = self.x[:, self.window(offset, logits.shape[1])]
         positions = torch.arange(offset, offset + window.shape[1])
         result = parallel_step(self.rule, logits, window, (window == self.mask_id) & (positions < end)[None])
-        if record:
-            record_step(self.trace, block, window, result.x, self.mask_id, result.confidence, result.choice_logits,
-                        result.order, self.record_logits, offset=offset)
         after = self.x.clone()
         after[:, self.window(offset, window.shape[1])] = result.x
-        return after
+
+        def record(block: int) -> None:
+            record_step(self.trace, block, window, result.x, self.mask_id, result.confidence, result.choice_logits,
+                        result.order, self.record_logits, offset=offset)
+
+        return after, record
 
     def drafts(self, logits, offset: int, start: int, end: int):
         """S' (= self.x) and the draft states after it, from the logits R just used (the proxy)."""
@@ -177,15 +181,18 @@ class _Run:
         self.x = self.x.clone()
         self.x[:, offset:offset + window.shape[1]] = result.x
 
-    def walk(self, states, verified, offset: int, block: int, start: int, end: int) -> tuple[int, int]:
+    def walk(self, states, verified, offset: int, block: int, start: int, end: int):
         """Follow accepted edges from S' (index 0): R's step on a node's logits must give exactly another
-        node. Records each accepted step; returns (final node, accepted steps)."""
+        node. Records each accepted step; returns (final node, accepted steps, R's step from the final node as
+        ``step`` returns it, or None when that node completed the block)."""
         current, accepted = 0, 0
         while True:
             self.x = states[current]
-            nxt = self.step(verified[current], offset, block, end, record=False)
+            if not (states[current][:, start:end] == self.mask_id).any():
+                return current, accepted, None
+            nxt, record = self.step(verified[current], offset, end)
             match = [k for k in range(1, len(states)) if torch.equal(states[k], nxt)]
-            if not match or not (states[current][:, start:end] == self.mask_id).any():
-                return current, accepted
-            self.step(verified[current], offset, block, end, record=True)
+            if not match:
+                return current, accepted, (nxt, record)
+            record(block)
             current, accepted = match[0], accepted + 1
