@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .joints import Analysis
+from .joints import Analysis, analyse
 
 
 @dataclass
@@ -157,8 +157,6 @@ def cluster_certificate(a: Analysis) -> TheoremResult:
 def concatenation_claim(a: Analysis, clusters: list[list[int]]) -> TheoremResult:
     """T3b (published, off): every cluster certified on its own (T3 on its marginal joint) => the
     concatenation of cluster argmaxes is the unique global argmax."""
-    from .joints import analyse
-
     shape = [a.num_symbols] * a.length
     joints = a.joints.reshape(-1, *shape)
     certified = np.ones(len(joints), dtype=bool)

@@ -7,6 +7,7 @@ prompts bound with ``bind(prompts)``. ``score_tokens(tokens [B, G])`` scores har
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import torch
@@ -56,8 +57,7 @@ class TransformersReward:
 
     def bind(self, prompts: list[str]) -> "TransformersReward":
         """Cache the chat template's prefix and suffix embeddings for each prompt."""
-        bound = object.__new__(TransformersReward)
-        bound.__dict__.update(self.__dict__)
+        bound = copy.copy(self)
         pieces = [self._template(p) for p in prompts]
         bound.prefix = [self.table[torch.tensor(a, dtype=torch.long)].detach() for a, _ in pieces]
         bound.suffix = [self.table[torch.tensor(b, dtype=torch.long)].detach() for _, b in pieces]
