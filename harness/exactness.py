@@ -75,6 +75,11 @@ def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor
     return x, mask
 
 
+def single_prompts(prompt: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    """The rows of a left-padded batch [B, P] as unpadded prompts [1, P_i]."""
+    return [prompt[i:i + 1, int((mask[i] == 0).sum()):] for i in range(prompt.shape[0])]
+
+
 def run_variant(model, variant: str, rule, prompt, mask, gen_length: int, block_length: int):
     kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
     start = time.perf_counter()
@@ -171,7 +176,7 @@ def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, bloc
     """Rows for speculative decoding (spec/speculative.md S3 tier E, S4 tier A): each prompt decoded alone by
     the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
     compared at the steps both took, within the measured float32 rounding of R's forward."""
-    singles = [prompt[i:i + 1, int((mask[i] == 0).sum()):] for i in range(prompt.shape[0])]
+    singles = single_prompts(prompt, mask)
     tol = packing_tolerance(model, singles[0], gen_length)
     return [speculative_row(model_name, model, singles, config, gen_length, block_length, sequential_seconds, tol)
             for config in SPECULATIVE]

@@ -21,7 +21,7 @@ from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.parallel import Threshold, TopK
 
-from .exactness import prompts_for
+from .exactness import prompts_for, single_prompts
 
 BLOCK = 32
 SEQUENTIAL, THRESHOLD = TopK(1), Threshold(0.9)
@@ -61,7 +61,7 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     n, gen = (3, 64) if quick else (8, 128)
     model = load_model("default", dtype=torch.float32)
     padded, mask = prompts_for("default", model, n, seed)
-    prompts = [padded[i:i + 1, int((mask[i] == 0).sum()):] for i in range(n)]
+    prompts = single_prompts(padded, mask)
     base_decode("vanilla", model, prompts[0], 32)  # warm-up
     results, traces, canvases = {}, {}, {}
     for name, base, spec in configurations():

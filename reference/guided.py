@@ -34,7 +34,7 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
     mask_id = model.special.mask_id if mask_id is None else mask_id
     batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    bound = reward.bind(prompt_texts)
+    bound = None if guidance is None else reward.bind(prompt_texts)
     name = "sequential-unguided" if guidance is None else f"sequential-{guidance.method}"
     trace = Trace(name, {"gen_length": gen_length, "temperature": temperature, "top_p": top_p,
                          "guidance": None if guidance is None else guidance.__dict__}, prompt_len, batch)

@@ -143,14 +143,13 @@ def test_batches_and_oversized_packs_are_refused():
 def test_inter_block_speculation_is_tier_a_within_its_recorded_bound():
     """S4: lookahead commits next-block tokens before R's refresh (drift); measured on the default model:
     token match vs R 1.0 with 6 of 6 prompts (2026-11-30), recorded bound 0.95; block decisions stay R's."""
-    from veridec.harness.exactness import prompts_for
+    from veridec.harness.exactness import prompts_for, single_prompts
     from veridec.models.shipped import load_model
 
     model = load_model("default")
     padded, mask = prompts_for("default", model, 6, 0)
     matches, ahead = [], 0
-    for i in range(6):
-        prompt = padded[i:i + 1, int((mask[i] == 0).sum()):]
+    for prompt in single_prompts(padded, mask):
         kw = dict(rule=Threshold(0.9), gen_length=128, block_length=32)
         base = optimized(model, prompt, cache="dual", **kw)
         stats = {}
