@@ -118,11 +118,7 @@ def test_fastdllm_generate_matches_official():
     rng, compared = random.Random(2), 0
     for trial in range(TRIALS):
         model = random_model("llada", trial % 4)
-        blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
-        kw = dict(steps=blocks * rng.randint(1, block + 1), gen_length=blocks * block, block_length=block,
-                  temperature=rng.choice([0.0, 0.0, 0.7]), remasking=rng.choice(["low_confidence", "random"]),
-                  mask_id=model.special.mask_id,
-                  **rule_args(rng, "factor" not in inspect.signature(off.generate).parameters))
+        kw = fastdllm_config(rng, model, legacy_file(off), min_steps_per_block=1)
         prompt = torch.randint(0, 90, (1, rng.randint(1, 6)))
         seed = rng.randint(0, 10**6)
         torch.manual_seed(seed)
@@ -135,6 +131,20 @@ def test_fastdllm_generate_matches_official():
         assert torch.equal(got.canvas, want) and got.trace.counters.full_forwards == nfe, (trial, kw)
         compared += 1
     assert compared >= TRIALS // 2
+
+
+def legacy_file(official_module) -> bool:
+    """The June 2025 file (commit 24cc59e) has no factor mode; later ones do."""
+    return "factor" not in inspect.signature(official_module.generate).parameters
+
+
+def fastdllm_config(rng, model, legacy: bool, min_steps_per_block: int) -> dict:
+    """A random Fast-dLLM configuration (blocks, steps, temperature, remasking, quota/threshold/factor)."""
+    blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
+    return dict(steps=blocks * rng.randint(min_steps_per_block, block + 1), gen_length=blocks * block,
+                block_length=block, temperature=rng.choice([0.0, 0.0, 0.7]),
+                remasking=rng.choice(["low_confidence", "random"]), mask_id=model.special.mask_id,
+                **rule_args(rng, legacy))
 
 
 def rule_args(rng, legacy: bool) -> dict:
@@ -182,14 +192,11 @@ def test_fastdllm_cached_generate_matches_official():
     off = official("VERIDEC_OFFICIAL_FASTDLLM")
     pairs = {"prefix": (off.generate_with_prefix_cache, generate_with_prefix_cache),
              "dual": (off.generate_with_dual_cache, generate_with_dual_cache)}
-    legacy = "factor" not in inspect.signature(off.generate).parameters  # the June 2025 file (commit 24cc59e)
+    legacy = legacy_file(off)
     rng, compared = random.Random(3), 0
     for trial in range(TRIALS):
         model = random_model("llada", trial % 4)
-        blocks, block = rng.randint(1, 3), rng.choice([2, 3, 4])
-        kw = dict(steps=blocks * rng.randint(2, block + 1), gen_length=blocks * block, block_length=block,
-                  temperature=rng.choice([0.0, 0.0, 0.7]), remasking=rng.choice(["low_confidence", "random"]),
-                  mask_id=model.special.mask_id, **rule_args(rng, legacy))
+        kw = fastdllm_config(rng, model, legacy, min_steps_per_block=2)
         prompt, seed = torch.randint(0, 90, (1, rng.randint(1, 6))), rng.randint(0, 10**6)
         for name, (theirs, ours) in pairs.items():
             torch.manual_seed(seed)
