@@ -3,7 +3,8 @@
 Seed 000 Table 1's columns for every method (Top@1 and Avg@4 of the reward over 4 trajectories per prompt,
 Seq Gap, tokens/step, seconds per generation, plus the checkers' validity of the generated lines), Table 11's
 time breakdown (per-call times x counts), Figure 6's tau sweep, Figure 12's window sweep with the exact line,
-Table 9's greedy variant and D.4's batch-size curve; markdown, JSON and PNG plots under ``out``.
+Table 8's verification-order ablation (k 4, no deferral), Table 9's greedy variant and D.4's batch-size curve;
+markdown, JSON and PNG plots under ``out``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from veridec.guidance.fastguide import FastGuideParams
+from veridec.guidance.fastguide import ORDERS, FastGuideParams
 from veridec.guidance.guide import GuidanceParams, guidance_vector
 from veridec.guidance.shipped import load_default_reward
 from veridec.models.shipped import load_model
@@ -123,7 +124,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
 
 
 def sweeps(model, reward, prompts, gen: int, seed: int, guidance: GuidanceParams, quick: bool) -> dict:
-    """tau, window (with exact recomputation), greedy and batch size, FastGuide k 8."""
+    """tau, window (with exact recomputation), greedy and batch size, FastGuide k 8; verification order at k 4
+    without deferral (seed 000 Table 8's setting: every step commits exactly 4)."""
     taus = (0.0, 0.5, 0.9) if quick else (0.0, 0.3, 0.5, 0.7, 0.9)
     windows = (0, 1, 2, 4) if quick else (0, 1, 2, 4, 8)
     sparse = lambda params: lambda m, p, r, t, g, n: fastguide_sparse(  # noqa: E731
@@ -132,6 +134,8 @@ def sweeps(model, reward, prompts, gen: int, seed: int, guidance: GuidanceParams
                       for tau in taus},
               "window": {str(w): evaluate(sparse(FastGuideParams(window=w)), model, reward, prompts, gen, seed)
                          for w in windows},
+              "order": {order: evaluate(sparse(FastGuideParams(k=4, tau=0.0, order=order)), model, reward, prompts,
+                                        gen, seed) for order in ORDERS},
               "greedy": evaluate(sparse(FastGuideParams(greedy=True)), model, reward, prompts, gen, seed)}
     result["window"]["exact"] = evaluate(lambda m, p, r, t, g, n: fastguide_exact(
         m, p, r, [t], gen_length=n, guidance=guidance, generator=g), model, reward, prompts, gen, seed)
@@ -155,8 +159,9 @@ def to_markdown(report: dict) -> str:
              "| method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     lines += [f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |" for name, row in report["table"].items()]
     lines += ["", "Time per call: " + ", ".join(f"{k} {v}" for k, v in report["time_breakdown"].items()), ""]
-    for sweep in ("tau", "window"):
-        lines += [f"## {sweep} sweep (FastGuide k 8)", "", f"| {sweep} | " + " | ".join(columns) + " |",
+    for sweep, title in (("tau", "tau sweep (FastGuide k 8)"), ("window", "window sweep (FastGuide k 8)"),
+                         ("order", "verification order (FastGuide k 4, tau 0)")):
+        lines += [f"## {title}", "", f"| {sweep} | " + " | ".join(columns) + " |",
                   "|---" * (len(columns) + 1) + "|"]
         lines += [f"| {key} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |"
                   for key, row in report["sweeps"][sweep].items()]
@@ -175,7 +180,7 @@ def plot(report: dict, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    figure, axes = plt.subplots(1, 4, figsize=(17, 3.6))
     tau = report["sweeps"]["tau"]
     axes[0].plot([float(t) for t in tau], [r["top1"] for r in tau.values()], "o-", label="Top@1")
     twin = axes[0].twinx()
@@ -186,9 +191,13 @@ def plot(report: dict, out: Path) -> None:
     axes[1].axhline(report["sweeps"]["window"]["exact"]["top1"], color="k", ls=":", label="exact recomputation")
     axes[1].set(xlabel="window radius w", ylabel="Top@1 reward", title="window")
     axes[1].legend()
+    order = report["sweeps"]["order"]
+    axes[2].bar(range(len(order)), [r["top1"] for r in order.values()], tick_label=list(order))
+    axes[2].set(ylabel="Top@1 reward", title="verification order (k 4, tau 0)")
+    axes[2].tick_params(axis="x", labelsize=7)
     curve = report["sweeps"]["seconds_per_trajectory_by_batch"]
-    axes[2].plot([int(b) for b in curve], list(curve.values()), "o-")
-    axes[2].set(xlabel="batch size", ylabel="s per trajectory", title="batching")
+    axes[3].plot([int(b) for b in curve], list(curve.values()), "o-")
+    axes[3].set(xlabel="batch size", ylabel="s per trajectory", title="batching")
     figure.tight_layout()
     figure.savefig(out / "fastguide.png", dpi=110)
     plt.close(figure)

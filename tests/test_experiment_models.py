@@ -78,5 +78,7 @@ def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):
     assert all(len(row["scores"][0]) == 4 for row in table.values())
     assert table["Sequential (EntRGi)"]["tokens_per_step"] == 1 and report["speedup"] > 0
     assert set(report["sweeps"]["window"]) == {"0", "1", "2", "4", "8", "exact"}
+    assert set(report["sweeps"]["order"]) == {"confidence", "reverse-confidence", "left-to-right", "random"}
+    assert all(row["tokens_per_step"] == 4 for row in report["sweeps"]["order"].values())  # k 4, no deferral
     assert (tmp_path / "out" / "fastguide.png").stat().st_size > 0
     assert "retention" in (tmp_path / "out" / "fastguide.md").read_text()

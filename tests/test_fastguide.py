@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from veridec.compare import compare_traces
 from veridec.guidance import GuidanceParams, LinearReward
-from veridec.guidance.fastguide import PRESETS, FastGuideParams
+from veridec.guidance.fastguide import ORDERS, PRESETS, FastGuideParams
 from veridec.models import random_model
 from veridec.models.tiny import never_predicts_mask
 from veridec.optimized.fastguide import generate as sparse, window_positions
@@ -30,11 +30,12 @@ def setup(family, seed, batch=2, dtype=torch.float64):
 
 @settings(max_examples=15)
 @given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 300), k=st.integers(1, 5),
-       tau=st.sampled_from([0.0, 0.02, 0.05]), greedy=st.booleans(), gen=st.integers(3, 9))
-def test_windows_covering_the_canvas_reproduce_exact_recomputation(family, seed, k, tau, greedy, gen):
+       tau=st.sampled_from([0.0, 0.02, 0.05]), greedy=st.booleans(), gen=st.integers(3, 9),
+       order=st.sampled_from(ORDERS))
+def test_windows_covering_the_canvas_reproduce_exact_recomputation(family, seed, k, tau, greedy, gen, order):
     """F4 Tier E: window radius >= L makes every sparse recomputation a full one (same commit order)."""
     model, prompt, reward = setup(family, seed)
-    params = FastGuideParams(k=k, tau=tau, window=4 + gen, greedy=greedy)
+    params = FastGuideParams(k=k, tau=tau, window=4 + gen, greedy=greedy, order=order)
     kw = dict(gen_length=gen, params=params, guidance=GuidanceParams(steps=1))
     a = exact(model, prompt, reward, ["", ""], generator=torch.Generator().manual_seed(seed), **kw)
     b = sparse(model, prompt, reward, ["", ""], generator=torch.Generator().manual_seed(seed), **kw)
@@ -62,6 +63,22 @@ def test_deferral_keeps_unconfident_candidates_masked():
     assert len(eager.trace.steps) == 1 and len(strict.trace.steps) == 8  # tau = 1: only the first commits
 
 
+def test_verification_orders_permute_the_same_candidates():
+    """F1 order (seed 000 Table 8): the first step verifies the same k candidates in the requested order; with
+    tau = 0 every step commits exactly k (the ablation's setting)."""
+    model, prompt, reward = setup("llada", 4, batch=1)
+    first = {}
+    for order in ORDERS:
+        out = sparse(model, prompt, reward, [""], gen_length=12, params=FastGuideParams(k=4, tau=0.0, order=order),
+                     guidance=GuidanceParams(steps=1), generator=torch.Generator().manual_seed(0))
+        assert [len(s.positions[0]) for s in out.trace.steps] == [4, 4, 4]
+        first[order] = out.trace.steps[0].positions[0]
+    by_confidence = first["confidence"]
+    assert first["reverse-confidence"] == by_confidence[::-1]
+    assert first["left-to-right"] == sorted(by_confidence) != by_confidence
+    assert sorted(first["random"]) == sorted(by_confidence)
+
+
 def test_sparse_recomputation_is_tier_a_and_measured():
     model, prompt, reward = setup("llada", 3, dtype=torch.float32)
     stats = {}
@@ -78,6 +95,6 @@ def test_window_positions_are_unions_padded_to_one_size():
 def test_presets_and_bad_parameters():
     assert PRESETS["fastguide-hq"].k == 8 and PRESETS["fastguide-ht"].k == 16 and PRESETS["fastguide-hq"].tau == 0.5
     for kw, message in [(dict(k=0), r"k must lie in \[1, inf\]"), (dict(window=-1), r"window must lie in \[0, inf\]"),
-                        (dict(tau=1.5), r"tau must lie in \[0, 1\]")]:
+                        (dict(tau=1.5), r"tau must lie in \[0, 1\]"), (dict(order="up"), r"order must be one of")]:
         with pytest.raises(ValueError, match=message):
             FastGuideParams(**kw)

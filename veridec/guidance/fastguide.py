@@ -4,7 +4,8 @@ Per step: one full guided pass (dLLM logits l_0 and guidance r_0); the k most co
 under softmax(l_0 + r_0) are the candidates a_1..a_k (ties to the lowest slot); a_1 is sampled from the
 guided distribution and committed; each later a_j gets recomputed dLLM logits l_j (exact: a full forward;
 sparse: windows around the last committed token and a_j), phi_j = l_j + r_0, a token c_j ~ softmax(phi_j / T)
-(top-p; greedy: argmax), committed only when max softmax(phi_j) >= tau (confidence deferral).
+(top-p; greedy: argmax), committed only when max softmax(phi_j) >= tau (confidence deferral). The candidates
+are verified from high to low confidence unless ``order`` says otherwise (seed 000 Table 8's ablation).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..rules.common import check_range
+from ..rules.common import check_choice, check_range
 from ..rules.dream import top_p_logits
 from ..trace import record_step
 from .guide import guidance_vector
@@ -28,6 +29,7 @@ class FastGuideParams:
     temperature: float = 0.7
     top_p: float = 0.95
     greedy: bool = False  # candidates after the first take their recomputed argmax (seed 000 Table 9)
+    order: str = "confidence"  # verification order of the k candidates (ORDERS; seed 000 Table 8)
 
     def __post_init__(self):
         check_range("k", self.k, low=1, integer=True)
@@ -35,16 +37,27 @@ class FastGuideParams:
         check_range("window", self.window, low=0, integer=True)
         check_range("temperature", self.temperature, low=0, low_open=True)
         check_range("top_p", self.top_p, low=0, high=1, low_open=True)
+        check_choice("order", self.order, ORDERS)
 
 
+ORDERS = ("confidence", "reverse-confidence", "left-to-right", "random")  # high->low, low->high, by slot, shuffled
 PRESETS = {"fastguide-hq": FastGuideParams(k=8), "fastguide-ht": FastGuideParams(k=16)}  # seed 000 Table 2
 
 
-def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int) -> list[list[int]]:
-    """Per row, the (up to) k masked slots by decreasing guided confidence [B][<=k] (guided [B, G, V])."""
+def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int, order: str = "confidence",
+               generator: torch.Generator | None = None) -> list[list[int]]:
+    """Per row, the (up to) k masked slots most confident under ``guided`` [B, G, V] (ties to the lowest slot),
+    listed in verification ``order`` [B][<=k]."""
     confidence = torch.where(masked, F.softmax(without_mask(guided, mask_id), dim=-1).max(-1).values, -torch.inf)
-    order = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, :k]
-    return [[int(s) for s in row[:int(m.sum())]] for row, m in zip(order, masked)]
+    ranked = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, :k]  # [B, k]
+    chosen = [[int(s) for s in row[:int(m.sum())]] for row, m in zip(ranked, masked)]
+    if order == "reverse-confidence":
+        return [row[::-1] for row in chosen]
+    if order == "left-to-right":
+        return [sorted(row) for row in chosen]
+    if order == "random":
+        return [[row[i] for i in torch.randperm(len(row), generator=generator).tolist()] for row in chosen]
+    return chosen
 
 
 def without_mask(logits: torch.Tensor, mask_id: int) -> torch.Tensor:
@@ -76,7 +89,7 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
     logits0 = recomputer.full(x)  # [B, G, V]
     masked = before == mask_id
     r0 = guidance_vector(reward, logits0, before, masked, guidance, generator, trace.counters)
-    slots = candidates(logits0 + r0, masked, params.k, mask_id)
+    slots = candidates(logits0 + r0, masked, params.k, mask_id, params.order, generator)
     confidence = torch.full(before.shape, -torch.inf, dtype=torch.float64)
     order: list[list[int]] = [[] for _ in slots]
     previous = torch.tensor([s[0] if s else 0 for s in slots])
