@@ -1,0 +1,51 @@
+"""The shipped reward model's training script (spec/guidance.md G3b): labels, input layout, a tiny end-to-end run."""
+
+import random
+
+import torch
+
+from veridec import corpus
+from veridec.guidance import load_reward_model
+from veridec.guidance.tiny import tiny_reward_model
+from veridec.harness import train_reward
+from veridec.models.shipped import load_model
+
+
+def test_labels_are_the_checkers_validity_of_the_written_lines():
+    dllm = load_model("default")
+    rng = random.Random(0)
+    for _ in range(20):
+        prompt, rest = train_reward.corpus_prompts(1, rng)[0]
+        ids = dllm.tokenizer(rest)["input_ids"] + [dllm.special.eos_id] * 8
+        assert train_reward.response_validity(dllm, prompt, ids) == 1.0  # the true continuation
+        example = train_reward.edited(dllm, train_reward.Example(prompt, tuple(ids), 1.0), rng)
+        lines = (prompt.split("\n")[-1] + dllm.tokenizer.decode(
+            [t for t in example.response if t != dllm.special.eos_id])).split("\n")
+        assert len(example.response) == len(ids)
+        assert example.target == corpus.score_text("\n".join(lines)).rate
+
+
+def test_training_inputs_are_what_score_tokens_scores():
+    dllm = load_model("default")
+    model, tokenizer = tiny_reward_model(0, hidden_size=32, layers=1)
+    inputs = train_reward.Inputs(model, tokenizer, dllm.tokenizer)
+    rng = random.Random(1)
+    examples = [train_reward.continuation(dllm, rng) for _ in range(3)]
+    batch = model(*inputs(examples)).logits[:, 0]
+    for example, score in zip(examples, batch):
+        alone = inputs.scorer.bind([example.prompt]).score_tokens(torch.tensor([example.response]))
+        assert torch.allclose(alone, score, atol=1e-5)
+
+
+def test_a_tiny_run_writes_a_loadable_reward_folder(tmp_path):
+    config = train_reward.RewardTrainConfig(steps=2, batch_size=4, hidden_size=16, layers=1, policy_examples=4,
+                                            eval_examples=4)
+    report = train_reward.train(config, tmp_path / "reward")
+    assert set(report["held_out"]) == {"auc_valid_vs_not", "pearson_r", "examples", "share_fully_valid"}
+    reward = load_reward_model(tmp_path / "reward", load_model("default").tokenizer)
+    assert reward.bind(["count 1 2 "]).score_tokens(torch.tensor([[5, 6, 44]])).shape == (1,)
+    guided_round = train_reward.RewardTrainConfig(steps=1, batch_size=4, policy_examples=4, eval_examples=4,
+                                                  guided_examples=4, init=str(tmp_path / "reward"))
+    report = train_reward.train(guided_round, tmp_path / "guided")
+    assert report["config"]["hidden_size"] == 16 and report["init_report"]["config"]["steps"] == 2
+    assert report["held_out_guided_by_init"]["examples"] == 1
