@@ -1,5 +1,5 @@
 """Train the shipped default reward model: a tiny Qwen3ForSequenceClassification that predicts the corpus
-checkers' validity of a dLLM response (spec/guidance.md G8).
+checkers' validity of a dLLM response (spec/guidance.md G3b).
 
 The reward must rank the responses guidance steers between, so it is trained on the default dLLM's own
 generations (on-policy): corpus prompts (``corpus.split_prompt``, seeds disjoint from the experiments'),
@@ -10,13 +10,13 @@ three sources: those generations as sampled, the same with 1-3 random character 
 the document's true continuation (valid) with or without edits. A guided round (``--init DIR --guided-examples
 N``) continues training a reward folder on generations *guided by that reward* (cached-guidance parallel rules
 and FastGuide, EntRGi), labelled by the checkers, so responses that raise the score without being valid (reward
-hacking) are seen and scored low. The network sees each example exactly as
-``TransformersReward.score_tokens`` presents it (chat template around the response's tokens, left padding).
-Loss: binary cross-entropy of the score (a logit) against the target.
+hacking) are seen and scored low (measured not to help at this model size: spec/guidance.md G3b). The network
+sees each example exactly as ``TransformersReward.score_tokens`` presents it (chat template around the
+response's tokens, left padding). Loss: binary cross-entropy of the score (a logit) against the target.
 
-    python -m veridec.harness.train_reward --out /tmp/reward0
-    python -m veridec.harness.train_reward --out veridec/assets/reward --init /tmp/reward0 \
-        --guided-examples 768 --policy-examples 1024 --steps 1500
+    python -m veridec.harness.train_reward --out veridec/assets/reward --threads 1        # the shipped model
+    python -m veridec.harness.train_reward --out /tmp/guided --init veridec/assets/reward \
+        --guided-examples 1024 --policy-examples 1024 --steps 1500 --lr 1e-3              # a guided round
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ EDIT_ALPHABET = corpus.ALPHABET.replace("\n", "")
 
 @dataclass
 class RewardTrainConfig:
-    steps: int = 3000
+    steps: int = 4000
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0

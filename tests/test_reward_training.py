@@ -49,3 +49,16 @@ def test_a_tiny_run_writes_a_loadable_reward_folder(tmp_path):
     report = train_reward.train(guided_round, tmp_path / "guided")
     assert report["config"]["hidden_size"] == 16 and report["init_report"]["config"]["steps"] == 2
     assert report["held_out_guided_by_init"]["examples"] == 1
+
+
+def test_the_shipped_reward_agrees_with_the_checkers_on_held_out_generations():
+    """G3b: on the first 64 held-out generations (the training report's held-out stream) the shipped reward
+    measured AUC 0.63, Pearson r 0.24 (all 512: 0.62, 0.33); a reward at chance would give 0.5 and 0."""
+    from veridec.guidance.shipped import load_default_reward
+
+    dllm = load_model("default")
+    reward = load_default_reward(dllm.tokenizer)
+    held_out = train_reward.policy_pool(dllm, 64, seed=10_001)
+    agreement = train_reward.agreement_on(reward.model, train_reward.Inputs(reward.model, reward.tokenizer,
+                                                                             dllm.tokenizer), held_out)
+    assert agreement["auc_valid_vs_not"] > 0.55 and agreement["pearson_r"] > 0.1
