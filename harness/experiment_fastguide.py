@@ -163,8 +163,8 @@ def to_markdown(report: dict) -> str:
     lines += ["", "Time per call: " + ", ".join(f"{k} {v}" for k, v in report["time_breakdown"].items()), ""]
     for sweep, title in (("tau", "tau sweep (FastGuide k 8)"), ("window", "window sweep (FastGuide k 8)"),
                          ("order", "verification order (FastGuide k 4, tau 0)")):
-        lines += [f"## {title}, first {report['sweep_prompts']} prompts", "", f"| {sweep} | " + " | ".join(columns) + " |",
-                  "|---" * (len(columns) + 1) + "|"]
+        lines += [f"## {title}, first {report['sweep_prompts']} prompts", "",
+                  f"| {sweep} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
         lines += [f"| {key} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |"
                   for key, row in report["sweeps"][sweep].items()]
         lines.append("")

@@ -43,11 +43,9 @@ from veridec.reference.guided import parallel_guided
 from veridec.rules.presets import PRESETS
 
 from .experiment_models import generated_lines
-from .exactness import single_prompts
 
 GEN_LENGTHS = (64, 128)
-POLICY_RULES = (("sequential", PRESETS["sequential"]), ("conf-hq", PRESETS["conf-hq"]), ("fastdllm-hq", PRESETS["fastdllm-hq"]),
-                ("eb-hq", PRESETS["eb-hq"]), ("localleap", PRESETS["localleap"]))
+POLICY_RULES = ("sequential", "conf-hq", "fastdllm-hq", "eb-hq", "localleap")  # presets, dual cache
 GUIDED_DECODERS = ("eb-hq", "dapd-hq", "klass-hq", "conf-hq", "fastdllm-hq", "fastguide-hq", "fastguide-ht")
 EDIT_ALPHABET = corpus.ALPHABET.replace("\n", "")
 
@@ -122,13 +120,11 @@ def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batc
 def policy_pool(model, n: int, seed: int) -> list[Example]:
     """n unguided generations at T = 0.7 (sequential over the whole response, parallel rules in blocks of 32,
     dual cache)."""
-    rules = dict(POLICY_RULES)
-
     def unguided(name, prompt, mask, texts, gen, generator):
-        return decode(model, prompt, mask, rule=rules[name], gen_length=gen, temperature=0.7, generator=generator,
+        return decode(model, prompt, mask, rule=PRESETS[name], gen_length=gen, temperature=0.7, generator=generator,
                       block_length=gen if name == "sequential" else 32).canvas
 
-    return generated_pool(model, n, seed, tuple(rules), unguided)
+    return generated_pool(model, n, seed, POLICY_RULES, unguided)
 
 
 def guided_pool(model, reward: TransformersReward, n: int, seed: int) -> list[Example]:
