@@ -116,6 +116,7 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
               "gen_length": gen, "trajectories": TRAJECTORIES,
               "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
               "retention": None if retention is None else round(retention, 4),
+              "top1_gain_over_bon": {"sequential": paired_gain(seq, bon), "fastguide": paired_gain(fast, bon)},
               "time_breakdown": time_breakdown(model, reward, prompts[0][0], prompts[0][1], gen, guidance),
               "sweeps": sweeps(model, reward, prompts[:SWEEP_PROMPTS], gen, seed, guidance, quick)}
     out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +124,14 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
     (out / "fastguide.md").write_text(to_markdown(report))
     plot(report, out)
     return report
+
+
+def paired_gain(row: dict, base: dict) -> dict:
+    """Mean and standard error over prompts of the per-prompt Top@1 difference row - base (same prompts)."""
+    gains = [max(a) - max(b) for a, b in zip(row["scores"], base["scores"])]
+    mean = sum(gains) / len(gains)
+    spread = (sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)) ** 0.5 if len(gains) > 1 else None
+    return {"mean": round(mean, 4), "stderr": None if spread is None else round(spread / len(gains) ** 0.5, 4)}
 
 
 def sweeps(model, reward, prompts, gen: int, seed: int, guidance: GuidanceParams, quick: bool) -> dict:
@@ -157,7 +166,9 @@ def to_markdown(report: dict) -> str:
     lines = [f"# FastGuide ({report['prompts']} prompts x {report['trajectories']} trajectories, gen "
              f"{report['gen_length']}, seed {report['seed']}{', quick' if report['quick'] else ''})", "",
              f"speedup (sequential guided / FastGuide k 8, s per generation): {report['speedup']}x; guidance "
-             f"retention (Top@1_FG - Top@1_BoN) / (Top@1_seq - Top@1_BoN): {report['retention']}", "",
+             f"retention (Top@1_FG - Top@1_BoN) / (Top@1_seq - Top@1_BoN): {report['retention']}; Top@1 gain over "
+             "Best-of-N, mean (standard error) over prompts: " + ", ".join(
+                 f"{name} {g['mean']} ({g['stderr']})" for name, g in report["top1_gain_over_bon"].items()), "",
              "| method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     lines += [f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |" for name, row in report["table"].items()]
     lines += ["", "Time per call: " + ", ".join(f"{k} {v}" for k, v in report["time_breakdown"].items()), ""]

@@ -77,6 +77,10 @@ def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):
             "dapd-hq (cached guidance)"} <= set(table)
     assert all(len(row["scores"][0]) == 4 for row in table.values())
     assert table["Sequential (EntRGi)"]["tokens_per_step"] == 1 and report["speedup"] > 0
+    gain = report["top1_gain_over_bon"]["fastguide"]  # one prompt: a mean, no standard error
+    best = {name: max(table[name]["scores"][0]) for name in ("FastGuide (k 8)", "Best-of-N (4)")}
+    assert gain["mean"] == round(best["FastGuide (k 8)"] - best["Best-of-N (4)"], 4)
+    assert gain["stderr"] is None
     assert set(report["sweeps"]["window"]) == {"0", "1", "2", "4", "8", "exact"}
     assert set(report["sweeps"]["order"]) == {"confidence", "reverse-confidence", "left-to-right", "random"}
     assert all(row["tokens_per_step"] == 4 for row in report["sweeps"]["order"].values())  # k 4, no deferral
