@@ -148,7 +148,7 @@ def edited(model, example: Example, rng: random.Random) -> Example | None:
     """1-3 random character substitutions, deletions or insertions in the written text (before EOS), the
     region kept at its length (EOS-padded or cut); relabelled."""
     ids, eos = list(example.response), model.special.eos_id
-    written = ids[:ids.index(eos)] if eos in ids else ids
+    written = ids[:ids.index(eos)] if eos in ids else ids[:]  # a copy: ids keeps the region's length
     if not written:
         return None
     alphabet = model.tokenizer(EDIT_ALPHABET)["input_ids"]

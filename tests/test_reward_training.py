@@ -25,6 +25,15 @@ def test_labels_are_the_checkers_validity_of_the_written_lines():
         assert example.target == corpus.score_text("\n".join(lines)).rate
 
 
+def test_edits_keep_the_region_length_with_or_without_eos():
+    dllm = load_model("default")
+    rng = random.Random(2)
+    for _ in range(30):
+        ids = dllm.tokenizer("add 12+30=42\ncopy abc>abc\n")["input_ids"][:rng.randint(5, 25)]
+        example = train_reward.edited(dllm, train_reward.Example("add ", tuple(ids), 1.0), rng)
+        assert example is None or len(example.response) == len(ids)
+
+
 def test_training_inputs_are_what_score_tokens_scores():
     dllm = load_model("default")
     model, tokenizer = tiny_reward_model(0, hidden_size=32, layers=1)
