@@ -40,6 +40,7 @@ from veridec.models.shipped import load_model
 from veridec.optimized.fastguide import generate as fastguide
 from veridec.optimized.parallel import decode
 from veridec.reference.guided import parallel_guided
+from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
 from .experiment_models import generated_lines
@@ -62,6 +63,16 @@ class RewardTrainConfig:
     eval_examples: int = 512  # held-out generations (other prompts)
     guided_examples: int = 0  # generations guided by the initial reward, added to the pool
     init: str | None = None  # a reward folder to continue training (its size replaces hidden_size / layers)
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "layers", "policy_examples", "eval_examples"):
+            check_range(name, getattr(self, name), low=1, integer=True)
+        check_range("guided_examples", self.guided_examples, low=0, integer=True)
+        check_range("lr", self.lr, low=0, low_open=True)
+        if self.hidden_size < 4 or self.hidden_size % 4:
+            raise ValueError(f"hidden_size must be a positive multiple of 4 (4 heads), got {self.hidden_size}")
+        if self.init is not None and not (Path(self.init) / "config.json").exists():
+            raise FileNotFoundError(f"init: {self.init} has no config.json (a reward folder to continue training)")
 
 
 @dataclass(frozen=True)
@@ -204,7 +215,7 @@ class Inputs:
         rows = []
         for e in examples:
             if e.prompt not in self.templates:
-                self.templates[e.prompt] = self.scorer._template(e.prompt)
+                self.templates[e.prompt] = self.scorer.template_ids(e.prompt)
             before, after = self.templates[e.prompt]
             rows.append(before + self.scorer.reward_ids[list(e.response)].tolist() + after)
         width = max(map(len, rows))

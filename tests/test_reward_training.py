@@ -2,6 +2,7 @@
 
 import random
 
+import pytest
 import torch
 
 from veridec import corpus
@@ -71,3 +72,13 @@ def test_the_shipped_reward_agrees_with_the_checkers_on_held_out_generations():
     agreement = train_reward.agreement_on(reward.model, train_reward.Inputs(reward.model, reward.tokenizer,
                                                                              dllm.tokenizer), held_out)
     assert agreement["auc_valid_vs_not"] > 0.55 and agreement["pearson_r"] > 0.1
+
+
+def test_bad_training_configurations_name_the_parameter(tmp_path):
+    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\]"), (dict(lr=0.0), r"lr must lie in"),
+                        (dict(hidden_size=30), "hidden_size must be a positive multiple of 4"),
+                        (dict(guided_examples=-1), r"guided_examples must lie in \[0, inf\]")]:
+        with pytest.raises(ValueError, match=message):
+            train_reward.RewardTrainConfig(**kw)
+    with pytest.raises(FileNotFoundError, match="init: .* has no config.json"):
+        train_reward.RewardTrainConfig(init=str(tmp_path))

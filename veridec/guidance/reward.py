@@ -58,12 +58,13 @@ class TransformersReward:
     def bind(self, prompts: list[str]) -> "TransformersReward":
         """Cache the chat template's prefix and suffix embeddings for each prompt."""
         bound = copy.copy(self)
-        pieces = [self._template(p) for p in prompts]
+        pieces = [self.template_ids(p) for p in prompts]
         bound.prefix = [self.table[torch.tensor(a, dtype=torch.long)].detach() for a, _ in pieces]
         bound.suffix = [self.table[torch.tensor(b, dtype=torch.long)].detach() for _, b in pieces]
         return bound
 
-    def _template(self, prompt: str) -> tuple[list[int], list[int]]:
+    def template_ids(self, prompt: str) -> tuple[list[int], list[int]]:
+        """Reward-token ids of the chat template before and after the response to ``prompt``."""
         messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": PLACEHOLDER}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False)
         if PLACEHOLDER not in text:
