@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from veridec import corpus
-from veridec.canvas import initial_canvas
+from veridec.canvas import initial_canvas, left_pad
 from veridec.compare import compare_traces
 from veridec.models.shipped import load_model, load_world_hmm
 from veridec.numerics import tolerance
@@ -67,12 +67,7 @@ def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor
         rng = random.Random(seed)
         rows = [model.tokenizer(corpus.split_prompt(corpus.generate_document(rng, 120), rng)[0])["input_ids"]
                 for _ in range(n)]
-    width = max(map(len, rows))
-    x = torch.full((n, width), model.special.pad_id, dtype=torch.long)
-    mask = torch.zeros(n, width, dtype=torch.long)
-    for i, row in enumerate(rows):
-        x[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
-    return x, mask
+    return left_pad(rows, model.special.pad_id)
 
 
 def single_prompts(prompt: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from veridec import corpus
+from veridec.canvas import left_pad
 from veridec.guidance.fastguide import FastGuideParams
 from veridec.guidance.guide import GuidanceParams
 from veridec.guidance.reward import TransformersReward
@@ -100,15 +101,6 @@ def corpus_prompts(n: int, rng: random.Random) -> list[tuple[str, str]]:
     return pairs
 
 
-def left_padded(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompt texts -> left-padded ids [B, P] and attention mask [B, P]."""
-    rows = [model.tokenizer(t)["input_ids"] for t in texts]
-    width = max(map(len, rows))
-    ids = torch.tensor([[model.special.pad_id] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    return ids, mask
-
-
 def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batch: int = 32) -> list[Example]:
     """n labelled generations: batches of corpus prompts, cycling ``decoders`` and the gen lengths;
     ``decode_batch(name, prompt, mask, texts, gen, generator)`` returns the canvases [B, P + gen]."""
@@ -118,7 +110,7 @@ def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batc
         name = decoders[round_ % len(decoders)]
         gen = GEN_LENGTHS[(round_ // len(decoders)) % len(GEN_LENGTHS)]
         texts = [p for p, _ in corpus_prompts(batch, rng)]
-        prompt, mask = left_padded(model, texts)
+        prompt, mask = left_pad([model.tokenizer(t)["input_ids"] for t in texts], model.special.pad_id)
         canvas = decode_batch(name, prompt, mask, texts, gen, torch.Generator().manual_seed(seed * 100_000 + round_))
         for text, row in zip(texts, canvas[:, prompt.shape[1]:].tolist()):
             target = response_validity(model, text, row)
@@ -218,10 +210,7 @@ class Inputs:
                 self.templates[e.prompt] = self.scorer.template_ids(e.prompt)
             before, after = self.templates[e.prompt]
             rows.append(before + self.scorer.reward_ids[list(e.response)].tolist() + after)
-        width = max(map(len, rows))
-        ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows])  # [B, L]
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])  # [B, L]
-        return ids, mask
+        return left_pad(rows, self.pad)  # [B, L] each
 
 
 def agreement_on(model, inputs: Inputs, examples: list[Example]) -> dict:
@@ -263,11 +252,10 @@ def train(config: RewardTrainConfig, out: Path) -> dict:
     round_seed = 1 + config.seed + (1000 if config.init else 0)  # a guided round draws fresh prompts
     pool = policy_pool(dllm, config.policy_examples, seed=round_seed)
     held_out = policy_pool(dllm, config.eval_examples, seed=10_001 + config.seed)
-    guided = guided_pool(dllm, inputs.scorer, config.guided_examples, seed=round_seed + 1) \
-        if config.guided_examples else []
-    guided_held_out = guided_pool(dllm, inputs.scorer, config.eval_examples // 4, seed=20_001 + config.seed) \
-        if config.guided_examples else []
-    pool += guided
+    guided_held_out = []
+    if config.guided_examples:
+        pool += guided_pool(dllm, inputs.scorer, config.guided_examples, seed=round_seed + 1)
+        guided_held_out = guided_pool(dllm, inputs.scorer, config.eval_examples // 4, seed=20_001 + config.seed)
     generation_seconds = time.time() - start
     print(f"{len(pool)} + {len(held_out) + len(guided_held_out)} generations in {generation_seconds:.0f} s",
           flush=True)

@@ -1,4 +1,4 @@
-"""The starting canvas every decoder builds: the prompt, then masks (spec S1.1, S2.1)."""
+"""The starting canvas every decoder builds: the prompt, then masks (spec S1.1, S2.1); left-padded batches."""
 
 from __future__ import annotations
 
@@ -19,3 +19,11 @@ def initial_canvas(model, prompt: torch.Tensor, attention_mask: torch.Tensor | N
         ones = torch.ones(batch, gen_length, dtype=attention_mask.dtype, device=attention_mask.device)
         attention_mask = torch.cat([attention_mask, ones], dim=-1).to(model.device)
     return x, attention_mask
+
+
+def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id rows of any lengths -> ids [B, W] left-padded with ``pad_id`` and attention mask [B, W] (long)."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
+    return ids, mask
