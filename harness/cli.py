@@ -17,7 +17,7 @@ from tqdm import tqdm  # noqa: E402
 
 from veridec.models.shipped import load_model  # noqa: E402
 from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
-from veridec.rules.llada import REMASKING  # noqa: E402
+from veridec.rules.common import REMASKING  # noqa: E402
 
 from veridec.rules.presets import PRESETS, preset  # noqa: E402
 

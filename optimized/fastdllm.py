@@ -6,8 +6,8 @@ Official parameter names, so switching from NVlabs/Fast-dLLM ``llada/generate.py
     canvas, trace = generate_with_dual_cache(model, prompt, steps=8, gen_length=256, block_length=32,
                                              threshold=0.9)
 
-The loop is ``veridec.optimized.parallel.decode`` with the rule ``FastDLLMParams`` picks. The current official
-loop order is kept (the block test before each cached forward, and the prefix path's unused Gumbel draw), so
+The loop is ``veridec.optimized.parallel.decode`` with the rule ``FastDLLMParams`` picks and the official
+loop's details as one hook (``UpstreamLoop``): the prefix path's unused Gumbel draw per cached step is kept, so
 seeds reproduce the official code; ``legacy_loop=True`` reproduces the June 2025 code (commit 24cc59e), which
 tests after the forward and so spends one more cached forward when a block's refresh step completed it.
 """
@@ -16,9 +16,26 @@ from __future__ import annotations
 
 import torch
 
+from veridec.rules.common import gumbel_noisy_logits
 from veridec.rules.fastdllm import FastDLLMParams
 
-from .parallel import decode
+from .parallel import LoopHook, decode
+
+
+class UpstreamLoop(LoopHook):
+    """NVlabs/Fast-dLLM's loop details that change random streams or forward counts, not the rule:
+    ``unused_draw``: the prefix path draws Gumbel noise over each cached forward's logits and discards it;
+    ``legacy``: the June 2025 loop runs a cached forward at step 1 even when the refresh step finished the block."""
+
+    def __init__(self, unused_draw: bool, legacy: bool):
+        self.unused_draw, self.legacy = unused_draw, legacy
+
+    def forward_after_completion(self, step: int) -> bool:
+        return self.legacy and step == 1
+
+    def after_cached_forward(self, logits: torch.Tensor, temperature: float, generator) -> None:
+        if self.unused_draw:
+            gumbel_noisy_logits(logits, temperature, generator)
 
 
 def generate(model, prompt, attention_mask=None, steps=128, gen_length=128, block_length=128, temperature=0.0,
@@ -51,4 +68,4 @@ def _generate(cache, model, prompt, attention_mask, steps, gen_length, block_len
     return decode(model, prompt, attention_mask, rule=params.rule, cache=cache, gen_length=gen_length,
                   block_length=block_length, temperature=temperature, remasking=remasking, mask_id=mask_id,
                   ties=ties, generator=generator, record_logits=record_logits, name=f"fastdllm-{cache}-cache",
-                  legacy_loop=legacy_loop, unused_draw=cache == "prefix")
+                  hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"))

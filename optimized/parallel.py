@@ -6,16 +6,20 @@ block has no mask:
 - cache="prefix": feed x[s - shift:], recomputing their K/V against the cached prefix;
 - cache="dual": feed x[s - shift:e], recomputing the block's K/V against the cached prefix and (stale) suffix.
 shift is the model's logit shift (Dream 1: the query scoring token s sits at s - 1). The rule is the
-reference's (``parallel_step``); counters have the reference's meaning.
+reference's (``parallel_step``); counters have the reference's meaning. The loop is a chain of small
+functions (gpt-fast style): ``decode`` -> ``decode_block`` -> ``refresh`` / ``cached_forward`` -> ``take_step``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from veridec.canvas import initial_canvas
 from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params, step_budget
-from veridec.rules.common import check_choice, gumbel_noisy_logits
+from veridec.rules.common import check_choice
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
@@ -23,68 +27,144 @@ from veridec.trace import Decoded, Trace, record_step
 CACHES = ("none", "prefix", "dual")
 
 
+class LoopHook:
+    """Where a block's loop may deviate from the plain one to reproduce an upstream loop (it never changes
+    the rule): the default deviates nowhere. ``veridec.optimized.fastdllm`` has the official ones."""
+
+    def forward_after_completion(self, step: int) -> bool:
+        """Whether step ``step`` of a block (>= 1) still runs a forward although the block has no mask left."""
+        return False
+
+    def after_cached_forward(self, logits: torch.Tensor, temperature: float, generator) -> None:
+        """Called with each cached forward's window logits [B, W, V] before the step uses them."""
+
+
+class Block(NamedTuple):
+    index: int
+    start: int  # first canvas position of the block
+    end: int  # one past its last
+
+
+class Window(NamedTuple):
+    """Where a forward's logits sit: token ``start + j`` is scored by logits[:, j], computed by query
+    ``rows[j]`` of the forward, which is key ``cols[j]`` of the attention (DAPD reads attention there)."""
+
+    start: int
+    rows: torch.Tensor  # [W]
+    cols: torch.Tensor  # [W]
+
+
+@dataclass
+class Decoding:
+    """What every step of one decode shares."""
+
+    model: object
+    rule: object
+    cache: str
+    attention_mask: torch.Tensor | None
+    mask_id: int
+    block_length: int
+    trace: Trace
+    state: dict  # the rule's per-decode memory (KLASS)
+    sampling: dict  # temperature, remasking, ties, generator
+    record_logits: bool
+    hook: LoopHook
+
+    @property
+    def needs_attention(self) -> bool:
+        return getattr(self.rule, "needs_attention", False)
+
+
 @torch.no_grad()
 def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule, cache: str = "dual",
            gen_length: int = 128, block_length: int = 32, temperature: float = 0.0,
            remasking: str = "low_confidence", mask_id: int | None = None, ties: str = "lowest",
            generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
-           legacy_loop: bool = False, unused_draw: bool = False) -> Decoded:
-    """As ``veridec.reference.parallel.decode`` with a cache policy. ``legacy_loop``: the June 2025 official
-    loop (a cached forward even after the refresh step completed the block); ``unused_draw``: the official
-    prefix path's extra Gumbel draw per cached step (both only to reproduce official seeds; no effect without
-    a cache)."""
+           hook: LoopHook | None = None) -> Decoded:
+    """As ``veridec.reference.parallel.decode`` with a cache policy. ``hook`` reproduces an upstream loop's
+    extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``)."""
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    length, shift = x.shape[1], model.logit_shift
     trace = Trace(name or f"{rule.name}-{cache}-cache",
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt_len, batch)
-    state = new_state(rule, batch, length, x.device)
-    needs_attention = getattr(rule, "needs_attention", False)
-    canvas_positions = torch.arange(length, device=x.device)  # [L]
-
-    def step(logits, attentions, rows, cols, window_start, block, start, end, block_step, at_start):
-        nonlocal x
-        window = x[:, window_start:window_start + logits.shape[1]]
-        tokens = canvas_positions[window_start:window_start + logits.shape[1]]
-        candidates = (window == mask_id) & (tokens < end)[None]
-        dependency = symmetrized_dependency(attentions, rule, rows, cols) if needs_attention else None
-        result = parallel_step(rule, logits, window, candidates, temperature=temperature, remasking=remasking,
-                               ties=ties, generator=generator, offset=window_start, block_step=block_step,
-                               block_masks_at_start=at_start, block_masks=(x[:, start:end] == mask_id).sum(dim=1),
-                               block_length=block_length, dependency=dependency, state=state)
-        record_step(trace, block, window, result.x, mask_id, result.confidence, result.choice_logits,
-                    result.order, record_logits, offset=window_start)
-        x = torch.cat([x[:, :window_start], result.x, x[:, window_start + logits.shape[1]:]], dim=1)
-
-    full_query = (canvas_positions - shift).clamp_min(0)  # [L] the query scoring each token
-    for block in range(gen_length // block_length):
-        start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
-        at_start = (x[:, start:end] == mask_id).sum(dim=1)  # [B]
-        budget = step_budget((x == mask_id) & (canvas_positions < end)[None], rule)
-        window_end = end if cache == "dual" else length
-        fed = torch.arange(start - shift, window_end, device=x.device).expand(batch, -1)  # [B, W + shift]
-        i = 0
-        while i == 0 or (x[:, start:end] == mask_id).any() or (legacy_loop and cache != "none" and i == 1):
-            check_progress(i, block, budget)
-            if i == 0 or cache == "none":  # refresh: a full forward of the canvas as it is now
-                if cache == "none":
-                    attention = {"output_attentions": True} if needs_attention else {}
-                    out = model(x, attention_mask=attention_mask, **attention)
-                else:
-                    out, kv = model.prefill(x, attention_mask, output_attentions=needs_attention)
-                trace.counters.add_forward(rows=batch, queries=length)
-                step(out.logits, out.attentions, full_query, full_query, 0, block, start, end, i, at_start)
-            else:
-                out = model.forward_cached(x[:, start - shift:window_end], fed, kv, output_attentions=needs_attention)
-                trace.counters.add_forward(rows=batch, queries=fed.shape[1], full=False)
-                logits = out.logits[:, :window_end - start]  # [B, W, V]: query j scores token j + shift
-                if unused_draw:
-                    gumbel_noisy_logits(logits, temperature, generator)
-                rows = torch.arange(window_end - start, device=x.device)
-                step(logits, out.attentions, rows, rows + start - shift, start, block, start, end, i, at_start)
-            i += 1
+    run = Decoding(model, rule, cache, attention_mask, mask_id, block_length, trace,
+                   new_state(rule, batch, x.shape[1], x.device),
+                   dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator), record_logits,
+                   hook or LoopHook())
+    for index in range(gen_length // block_length):
+        start = prompt_len + index * block_length
+        x = decode_block(run, x, Block(index, start, start + block_length))
     return Decoded(x, trace)
+
+
+def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
+    """A refresh (full forward, filling the cache) and its step, then cached steps until no mask is left."""
+    at_start = masks_in(x, block, run.mask_id).sum(dim=1)  # [B]
+    before_end = torch.arange(x.shape[1], device=x.device) < block.end  # [L]
+    budget = step_budget((x == run.mask_id) & before_end[None], run.rule)
+    logits, attentions, window, kv = refresh(run, x)
+    x = take_step(run, x, block, 0, at_start, logits, attentions, window)
+    step = 1
+    while masks_in(x, block, run.mask_id).any() or run.hook.forward_after_completion(step):
+        check_progress(step, block.index, budget)
+        if run.cache == "none":
+            logits, attentions, window, _ = refresh(run, x)
+        else:
+            logits, attentions, window = cached_forward(run, x, block, kv)
+        x = take_step(run, x, block, step, at_start, logits, attentions, window)
+        step += 1
+    return x
+
+
+def refresh(run: Decoding, x: torch.Tensor):
+    """A full forward of the canvas as it is now (prefill: also the K/V cache) -> (logits [B, L, V],
+    attentions, the canvas window, cache or None)."""
+    if run.cache == "none":
+        out, kv = run.model(x, attention_mask=run.attention_mask,
+                            **({"output_attentions": True} if run.needs_attention else {})), None
+    else:
+        out, kv = run.model.prefill(x, run.attention_mask, output_attentions=run.needs_attention)
+    run.trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
+    query = (torch.arange(x.shape[1], device=x.device) - run.model.logit_shift).clamp_min(0)  # [L] scoring query
+    return out.logits, out.attentions, Window(0, query, query), kv
+
+
+def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
+    """Queries over the block (dual) or everything from it (prefix) against the cache, their K/V rewritten
+    -> (logits [B, W, V] of tokens block.start.., attentions, their window)."""
+    shift = run.model.logit_shift
+    end = block.end if run.cache == "dual" else x.shape[1]
+    fed = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
+    out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention)
+    run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
+    logits = out.logits[:, :end - block.start]  # [B, W, V]: query j scores token j + shift
+    run.hook.after_cached_forward(logits, run.sampling["temperature"], run.sampling["generator"])
+    rows = torch.arange(end - block.start, device=x.device)
+    return logits, out.attentions, Window(block.start, rows, rows + block.start - shift)
+
+
+def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
+              attentions, window: Window) -> torch.Tensor:
+    """The rule's step on the window's logits; records it and returns the new canvas [B, L]."""
+    span = slice(window.start, window.start + logits.shape[1])
+    tokens = x[:, span]  # [B, W]
+    positions = torch.arange(span.start, span.stop, device=x.device)
+    candidates = (tokens == run.mask_id) & (positions < block.end)[None]
+    dependency = symmetrized_dependency(attentions, run.rule, window.rows, window.cols) if run.needs_attention \
+        else None
+    result = parallel_step(run.rule, logits, tokens, candidates, **run.sampling, offset=window.start,
+                           block_step=step, block_masks_at_start=at_start,
+                           block_masks=masks_in(x, block, run.mask_id).sum(dim=1), block_length=run.block_length,
+                           dependency=dependency, state=run.state)
+    record_step(run.trace, block.index, tokens, result.x, run.mask_id, result.confidence, result.choice_logits,
+                result.order, run.record_logits, offset=window.start)
+    return torch.cat([x[:, :span.start], result.x, x[:, span.stop:]], dim=1)
+
+
+def masks_in(x: torch.Tensor, block: Block, mask_id: int) -> torch.Tensor:
+    """[B, W] True where the block is still masked."""
+    return x[:, block.start:block.end] == mask_id

@@ -15,6 +15,7 @@ recorded step is R's step on R's logits, so the commit order is R's, grouped int
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,7 +24,7 @@ from veridec.decoding import check_decode_args, check_progress, decode_params, s
 from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import DAPD, KLASS, Threshold
-from veridec.rules.step import parallel_step
+from veridec.rules.step import parallel_step, step_view
 from veridec.trace import Decoded, Trace, record_step
 
 from .packed import packed_window_logits, stacked_canvas_logits, window_from_raw
@@ -47,6 +48,26 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     confidence there is >= ``lookahead_threshold`` are committed before R's refresh of the next block."""
     started = time.perf_counter()
     tree = DraftTree(width, depth, alternatives)
+    check_arguments(prompt, rule, cache, tree, gen_length, block_length, lookahead, lookahead_threshold)
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}" + (f"-inter{lookahead}" if lookahead else ""),
+                  {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
+                   "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
+                   "lookahead": lookahead, "lookahead_threshold": lookahead_threshold}, prompt.shape[1], 1)
+    run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits,
+               lookahead * block_length, lookahead_threshold)
+    for block in range(gen_length // block_length):
+        run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
+    if stats is not None:
+        stats.update(draft_seconds=run.draft_seconds, total_seconds=time.perf_counter() - started,
+                     lookahead_tokens=run.lookahead_tokens)
+    return Decoded(run.x, trace)
+
+
+def check_arguments(prompt, rule, cache: str, tree: DraftTree, gen_length: int, block_length: int, lookahead: int,
+                    lookahead_threshold: float) -> None:
+    """Clear errors for what speculation cannot serve (S5)."""
     check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
     check_choice("cache", cache, POLICIES)
     tree.check_block(block_length)
@@ -61,53 +82,51 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     if prompt.shape[0] != 1:
         raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), "
                          f"got {prompt.shape[0]}")
-    mask_id = model.special.mask_id if mask_id is None else mask_id
-    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}" + (f"-inter{lookahead}" if lookahead else ""),
-                  {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
-                   "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
-                   "lookahead": lookahead, "lookahead_threshold": lookahead_threshold}, prompt.shape[1], 1)
-    run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits)
-    run.lookahead, run.lookahead_threshold = lookahead * block_length, lookahead_threshold
-    for block in range(gen_length // block_length):
-        run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
-    if stats is not None:
-        stats.update(draft_seconds=run.draft_seconds, total_seconds=time.perf_counter() - started,
-                     lookahead_tokens=run.lookahead_tokens)
-    return Decoded(run.x, trace)
 
 
+@dataclass
 class _Run:
     """One decode's state; ``block`` runs R's loop for one block with speculation."""
 
-    def __init__(self, model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits):
-        self.model, self.rule, self.cache, self.tree = model, rule, cache, tree
-        self.x, self.attention_mask, self.mask_id, self.trace = x, attention_mask, mask_id, trace
-        self.record_logits = record_logits
-        self.shift = model.logit_shift
-        self.draft_seconds = 0.0
-        self.lookahead, self.lookahead_threshold, self.lookahead_tokens = 0, 1.0, 0
+    model: object
+    rule: object
+    cache: str
+    tree: DraftTree
+    x: torch.Tensor  # [1, L] the current state
+    attention_mask: torch.Tensor | None
+    mask_id: int
+    trace: Trace
+    record_logits: bool
+    lookahead: int = 0  # positions past the block the verification window covers (inter-block speculation)
+    lookahead_threshold: float = 1.0
+    kv: object = field(default=None, init=False)  # the dual cache, filled by each block's refresh
+    draft_seconds: float = field(default=0.0, init=False)
+    lookahead_tokens: int = field(default=0, init=False)
+
+    @property
+    def shift(self) -> int:
+        return self.model.logit_shift
 
     def block(self, block: int, start: int, end: int) -> None:
-        x, length = self.x, self.x.shape[1]
-        budget = step_budget((x == self.mask_id) & (torch.arange(length) < end)[None], self.rule)
+        budget = step_budget((self.x == self.mask_id) & (torch.arange(self.x.shape[1]) < end)[None], self.rule)
         if self.cache == "dual":  # R's refresh: a full forward that fills the cache; its step uses all masks < end
-            out, self.kv = self.model.prefill(x, self.attention_mask)
+            out, self.kv = self.model.prefill(self.x, self.attention_mask)
         else:
-            out = self.model(x, attention_mask=self.attention_mask)
-        self.trace.counters.add_forward(rows=1, queries=length)
+            out = self.model(self.x, attention_mask=self.attention_mask)
+        self.trace.counters.add_forward(rows=1, queries=self.x.shape[1])
         offset, logits, steps, pending = 0, out.logits, 0, None
         while (self.x[:, start:end] == self.mask_id).any():
             check_progress(steps, block, budget)
-            after, record = pending or self.step(logits, offset, end)  # R's step: S -> S'
+            after, record, view = pending or self.step(logits, offset, end)  # R's step: S -> S'
             record(block)
             steps += 1
             self.x = after
             if not (self.x[:, start:end] == self.mask_id).any():
                 break
             clock = time.perf_counter()
-            states, offset = self.drafts(logits, offset, start, end)  # [K, 1, L]: S' and the tree's states
+            states = self.drafts(view, offset, start, end)  # [K, 1, L]: S' and the tree's states
             self.draft_seconds += time.perf_counter() - clock
+            offset = start if self.cache == "dual" else 0
             verified = self.verify(states, start, end)  # [K, 1, W, V] logits over the window at ``offset``
             chosen, accepted, pending = self.walk(states, verified, offset, block, start, end)
             steps += accepted
@@ -115,41 +134,36 @@ class _Run:
             if self.lookahead and not (self.x[:, start:end] == self.mask_id).any():
                 self.commit_ahead(logits, offset, block, end)
 
-    def window(self, offset: int, width: int) -> slice:
-        return slice(offset, offset + width)
-
     def step(self, logits, offset: int, end: int):
         """R's step on the current state's logits (window at ``offset``) -> (the next canvas, ``record(block)``
-        which appends that step to the trace)."""
-        window = self.x[:, self.window(offset, logits.shape[1])]
+        which appends that step to the trace, the StepView R's rule saw)."""
+        window = self.x[:, offset:offset + logits.shape[1]]
         positions = torch.arange(offset, offset + window.shape[1])
         result = parallel_step(self.rule, logits, window, (window == self.mask_id) & (positions < end)[None])
         after = self.x.clone()
-        after[:, self.window(offset, window.shape[1])] = result.x
+        after[:, offset:offset + window.shape[1]] = result.x
 
         def record(block: int) -> None:
             record_step(self.trace, block, window, result.x, self.mask_id, result.confidence, result.choice_logits,
                         result.order, self.record_logits, offset=offset)
 
-        return after, record
+        return after, record, result.view
 
-    def drafts(self, logits, offset: int, start: int, end: int):
-        """S' (= self.x) and the draft states after it, from the logits R just used (the proxy)."""
-        block_logits = logits[0, start - offset:end - offset].double()  # [W, V]
-        probs = block_logits.softmax(-1)
-        masked = (self.x[0, start:end] == self.mask_id)
-        confidence = torch.where(masked, probs.max(-1).values, -torch.inf)
-        order = torch.sort(confidence, descending=True, stable=True).indices[:int(masked.sum())]
-        top = probs.topk(min(self.tree.width, probs.shape[-1]), dim=-1).indices  # [W, width]
-        nodes = self.tree.nodes([start + int(i) for i in order], [top[int(i)].tolist() for i in order])
+    def drafts(self, view, offset: int, start: int, end: int) -> torch.Tensor:
+        """S' (= self.x) and the draft states after it [K, 1, L], from what R's step just saw (``view`` of the
+        window at ``offset``): S''s masked block positions by that step's confidence ranking, their top tokens."""
+        ranked = [offset + i for i in view.ranking[0].tolist()
+                  if start <= offset + i < end and self.x[0, offset + i] == self.mask_id]
+        block_probs = view.probs[0, start - offset:end - offset]  # [W, V]
+        top = block_probs.topk(min(self.tree.width, block_probs.shape[-1]), dim=-1).indices  # [W, width]
+        nodes = self.tree.nodes(ranked, [top[p - start].tolist() for p in ranked])
         states = [self.x]
         for added in nodes:
             state = self.x.clone()
             for position, token in added:
                 state[0, position] = token
             states.append(state)
-        return torch.stack(states), (start if self.cache == "dual" else 0)
-
+        return torch.stack(states)
     def verify(self, states: torch.Tensor, start: int, end: int) -> torch.Tensor:
         """Logits R's forward would give for each state: one packed call."""
         if self.cache == "none":
@@ -170,8 +184,7 @@ class _Run:
         window = self.x[:, offset:offset + logits.shape[1]]
         positions = torch.arange(offset, offset + window.shape[1])
         candidates = (window == self.mask_id) & (positions >= end)[None] & (positions < stop)[None]
-        probs = logits.double().softmax(-1)
-        confident = candidates & (probs.max(-1).values >= self.lookahead_threshold)
+        confident = candidates & (step_view(logits, logits.argmax(-1), candidates).confidence >= self.lookahead_threshold)
         if not confident.any():
             return
         result = parallel_step(Threshold(self.lookahead_threshold), logits, window, confident)
@@ -190,9 +203,9 @@ class _Run:
             self.x = states[current]
             if not (states[current][:, start:end] == self.mask_id).any():
                 return current, accepted, None
-            nxt, record = self.step(verified[current], offset, end)
+            nxt, record, view = self.step(verified[current], offset, end)
             match = [k for k in range(1, len(states)) if torch.equal(states[k], nxt)]
             if not match:
-                return current, accepted, (nxt, record)
+                return current, accepted, (nxt, record, view)
             record(block)
             current, accepted = match[0], accepted + 1

@@ -9,12 +9,11 @@ distribution, and samples its token from the guided distribution at temperature 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from veridec.canvas import initial_canvas
 from veridec.guidance.guide import Guide, GuidanceParams, guidance_vector
+from veridec.guidance.sampling import sample_token, slot_confidence
 from veridec.rules.common import check_range
-from veridec.rules.dream import top_p_logits
 from veridec.trace import Decoded, Trace, record_step
 
 from .parallel import decode as parallel_decode
@@ -52,15 +51,12 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
 
 
 def guided_step(logits, response, masked, mask_id, temperature, top_p, generator):
-    """Unmask the most confident masked slot per row (softmax of the guided logits, ties to the lowest slot;
-    the mask token excluded) with a token sampled from top-p(softmax(logits / T))."""
-    logits = logits.double().clone()
-    logits[..., mask_id] = -torch.inf
-    confidence = torch.where(masked, F.softmax(logits, dim=-1).max(dim=-1).values, -torch.inf)  # [B, G]
+    """Unmask the most confident masked slot per row (``slot_confidence`` of the guided logits, ties to the
+    lowest slot) with a token sampled from top-p(softmax(logits / T)) (``sample_token``)."""
+    confidence = slot_confidence(logits, masked, mask_id)  # [B, G]
     chosen = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, 0]  # [B]
     rows = torch.arange(logits.shape[0])
-    probs = F.softmax(top_p_logits(logits[rows, chosen] / temperature, top_p), dim=-1)  # [B, V]
-    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    tokens, _ = sample_token(logits[rows, chosen], mask_id, temperature, top_p, generator=generator)
     after = response.clone()
     active = masked.any(dim=1)
     after[rows[active], chosen[active]] = tokens[active]

@@ -5,6 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from veridec.compare import compare_traces
 from veridec.oracles import HMMOracle
 from veridec.reference.fastdllm import generate
 from veridec.reference.llada import generate as llada_generate
@@ -39,6 +40,28 @@ def test_threshold_one_is_sequential_greedy(seed, prompt_length, blocks, block_l
     slow = llada_generate(hmm, prompt, steps=gen, gen_length=gen, block_length=block_length)
     assert torch.equal(fast.canvas, slow.canvas)
     assert fast.trace.counters.full_forwards == gen
+
+
+@given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 500),
+       lengths=st.lists(st.integers(1, 5), min_size=1, max_size=3), blocks=st.integers(1, 3),
+       block_length=st.integers(1, 6), steps_per_block=st.integers(1, 6), temperature=st.sampled_from([0.0, 0.8]),
+       remasking=st.sampled_from(["low_confidence", "random"]))
+def test_quota_mode_is_llada(small_model, family, seed, lengths, blocks, block_length, steps_per_block, temperature,
+                             remasking):
+    """F3 without threshold or factor is LLaDA's schedule (S1.3): in float64 the canvas and commit order equal
+    ``reference.llada.generate``'s, random draws included (same generator; steps_per_block <= block_length, so
+    no step of LLaDA's schedule is empty and both draw the same noise)."""
+    steps_per_block = min(steps_per_block, block_length)
+    model = small_model(family, seed % 3)
+    width = max(lengths)
+    prompt = torch.randint(0, 90, (len(lengths), width), generator=torch.Generator().manual_seed(seed))
+    mask = torch.tensor([[0] * (width - n) + [1] * n for n in lengths])
+    kw = dict(steps=blocks * steps_per_block, gen_length=blocks * block_length, block_length=block_length,
+              temperature=temperature, remasking=remasking)
+    fast = generate(model, prompt, mask, generator=torch.Generator().manual_seed(seed), **kw)
+    slow = llada_generate(model, prompt, mask, generator=torch.Generator().manual_seed(seed), **kw)
+    assert torch.equal(fast.canvas, slow.canvas)
+    assert compare_traces(slow.trace, fast.trace).same_commit_order
 
 
 def test_lower_thresholds_take_fewer_steps_and_every_step_commits():

@@ -7,7 +7,8 @@ import torch
 
 from veridec.rules.parallel import DAPD, KLASS, EntropyBounded, Factor, LocalLeap, Threshold, TopK, new_state
 from veridec.rules.presets import PRESETS, preset
-from veridec.rules.step import parallel_step, stable_ranking
+from veridec.rules.common import stable_ranking
+from veridec.rules.step import parallel_step
 from veridec.rules.view import StepView
 
 

@@ -7,8 +7,7 @@ from dataclasses import asdict
 
 import torch
 
-from .rules.common import TIES, check_blocks, check_choice, check_range
-from .rules.llada import REMASKING
+from .rules.common import REMASKING, TIES, check_blocks, check_choice, check_range
 
 
 def check_decode_args(gen_length, block_length, temperature, remasking, ties) -> None:

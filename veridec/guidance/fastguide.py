@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ..rules.common import check_choice, check_range
-from ..rules.dream import top_p_logits
 from ..trace import record_step
 from .guide import guidance_vector
+from .sampling import sample_token, slot_confidence
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int,
                generator: torch.Generator | None = None) -> list[list[int]]:
     """Per row, the (up to) k masked slots most confident under ``guided`` [B, G, V] (ties to the lowest slot),
     listed in verification ``order`` [B][<=k]."""
-    confidence = torch.where(masked, F.softmax(without_mask(guided, mask_id), dim=-1).max(-1).values, -torch.inf)
+    confidence = slot_confidence(guided, masked, mask_id)  # [B, G]
     ranked = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, :k]  # [B, k]
     chosen = [[int(s) for s in row[:int(m.sum())]] for row, m in zip(ranked, masked)]
     if order == "reverse-confidence":
@@ -58,23 +57,6 @@ def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int,
     if order == "random":
         return [[row[i] for i in torch.randperm(len(row), generator=generator).tolist()] for row in chosen]
     return chosen
-
-
-def without_mask(logits: torch.Tensor, mask_id: int) -> torch.Tensor:
-    logits = logits.double().clone()
-    logits[..., mask_id] = -torch.inf
-    return logits
-
-
-def choose(phi: torch.Tensor, params: FastGuideParams, mask_id: int, first: bool,
-           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """phi [B, V] guided logits of one candidate per row -> (token [B], confidence max softmax(phi) [B])."""
-    phi = without_mask(phi, mask_id)
-    confidence = F.softmax(phi, dim=-1).max(-1).values
-    if params.greedy and not first:
-        return phi.argmax(-1), confidence
-    probs = F.softmax(top_p_logits(phi / params.temperature, params.top_p), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0], confidence
 
 
 def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: FastGuideParams, guidance,
@@ -97,7 +79,8 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
         active = torch.tensor([j < len(s) for s in slots])
         slot = torch.tensor([s[j] if j < len(s) else s[0] if s else 0 for s in slots])
         logits = logits0[rows, slot] if j == 0 else recomputer.candidate(x, previous, slot)  # [B, V]
-        token, gamma = choose(logits + r0[rows, slot], params, mask_id, first=j == 0, generator=generator)
+        token, gamma = sample_token(logits + r0[rows, slot], mask_id, params.temperature, params.top_p,
+                                    greedy=params.greedy and j > 0, generator=generator)
         commit = active & ((gamma >= params.tau) | (j == 0))
         x = x.clone()
         x[rows[commit], prompt_len + slot[commit]] = token[commit]

@@ -1,10 +1,35 @@
-"""Pieces several decoding rules share: Gumbel-max sampling, top-k selection with a stated tie rule."""
+"""What every decoding rule shares: the step's result, the proposal (LLaDA's Gumbel-max), LLaDA's quota
+formula, ranking and top-k selection with a stated tie rule, and the hyperparameter checks."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
+from .view import StepView
+
 TIES = ("lowest", "torch")
+REMASKING = ("low_confidence", "random")
+
+
+class StepResult(NamedTuple):
+    """One step of any rule: the next canvas and what the trace records of the decision."""
+
+    x: torch.Tensor  # [B, W] the canvas (or window of it) after this step
+    confidence: torch.Tensor  # [B, W] ranking score (-inf for non-candidates)
+    order: list[list[int]]  # per row, the selected positions in rank order
+    choice_logits: torch.Tensor  # [B, W, V] the scores the token choice was an argmax of
+    view: StepView | None = None  # what a parallel rule saw (probabilities, confidences, their ranking)
+
+
+# ------------------------------------------------------------------------------------------ the proposal
+class Proposal(NamedTuple):
+    """A step's proposed tokens (spec/sequential.md S1.4): x̂ = argmax of the Gumbel-perturbed logits."""
+
+    noisy: torch.Tensor  # [B, W, V] the perturbed scores (the logits tensor itself at temperature 0)
+    tokens: torch.Tensor  # [B, W] x̂, first maximum on ties
+    choice_logits: torch.Tensor  # [B, W, V] the logits the choice was an argmax of (log of ``noisy``)
 
 
 def gumbel_noisy_logits(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None):
@@ -16,6 +41,33 @@ def gumbel_noisy_logits(logits: torch.Tensor, temperature: float, generator: tor
     logits = logits.to(torch.float64)
     noise = torch.rand(logits.shape, dtype=torch.float64, device=logits.device, generator=generator)
     return logits.exp() / (-torch.log(noise)) ** temperature
+
+
+def propose(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> Proposal:
+    """logits [B, W, V] -> the proposal every LLaDA-style rule commits from."""
+    noisy = gumbel_noisy_logits(logits, temperature, generator)
+    return Proposal(noisy, noisy.argmax(dim=-1), logits if temperature == 0 else noisy.log())
+
+
+def token_probability(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """probs [B, W, V], tokens [B, W] -> p(token) [B, W]."""
+    return probs.gather(-1, tokens[..., None])[..., 0]
+
+
+def remasking_score(token_probs: torch.Tensor, remasking: str, generator: torch.Generator | None = None):
+    """What candidates are ranked by (S1.6): p(x̂) ("low_confidence") or one U(0, 1) draw per position
+    ("random"), [B, W]."""
+    if remasking == "low_confidence":
+        return token_probs
+    return torch.rand(token_probs.shape, device=token_probs.device, generator=generator)
+
+
+# --------------------------------------------------------------------------------- counts and selection
+def quota(masks: torch.Tensor, steps: int, index) -> torch.Tensor:
+    """LLaDA's tokens per step (spec/sequential.md S1.3): k_i = floor(M / S) + [i < M mod S] for M masks
+    spread over S steps; ``index`` i an int or a tensor that broadcasts against ``masks``."""
+    masks = masks.long()
+    return masks // steps + (index < masks % steps).long()
 
 
 def top_k_indices(scores: torch.Tensor, k: int, ties: str) -> torch.Tensor:
@@ -30,6 +82,52 @@ def top_k_indices(scores: torch.Tensor, k: int, ties: str) -> torch.Tensor:
     return torch.sort(scores, descending=True, stable=True).indices[:k]
 
 
+def stable_ranking(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions by decreasing score [B, W] (ties: lowest position first, N5) and each position's rank."""
+    ranking = torch.sort(score, dim=1, descending=True, stable=True).indices
+    return ranking, inverse_permutation(ranking)
+
+
+def torch_ranking(score: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The official code's order: torch.topk(count) row by row, unranked positions after (ties="torch")."""
+    length = score.shape[1]
+    ranking = torch.stack([torch.cat([top, _rest(top, length)]) for top in
+                           (top_k_indices(row, int(k), "torch") for row, k in zip(score, counts))])
+    return ranking, inverse_permutation(ranking)
+
+
+def rank_positions(score: torch.Tensor, ties: str = "lowest",
+                   counts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``stable_ranking``, or with ties="torch" the official ``torch_ranking`` of the top ``counts``."""
+    return stable_ranking(score) if ties == "lowest" else torch_ranking(score, counts)
+
+
+def select_top(ranking: torch.Tensor, rank: torch.Tensor, counts: torch.Tensor,
+               candidates: torch.Tensor) -> tuple[torch.Tensor, list[list[int]]]:
+    """The ``counts`` [B] first-ranked ``candidates`` [B, W] per row -> (selected [B, W] bool, the selected
+    positions per row in rank order)."""
+    selected = (rank < counts[:, None]) & candidates
+    return selected, ranked_positions(ranking, selected)
+
+
+def ranked_positions(ranking: torch.Tensor, selected: torch.Tensor) -> list[list[int]]:
+    """Per row, the ``selected`` [B, W] positions in ``ranking`` [B, W] order."""
+    return [r[s[r]].tolist() for r, s in zip(ranking, selected)]
+
+
+def inverse_permutation(ranking: torch.Tensor) -> torch.Tensor:
+    batch, length = ranking.shape
+    positions = torch.arange(length, device=ranking.device).expand(batch, -1)
+    return torch.empty_like(ranking).scatter_(1, ranking, positions)
+
+
+def _rest(top: torch.Tensor, length: int) -> torch.Tensor:
+    keep = torch.ones(length, dtype=torch.bool, device=top.device)
+    keep[top] = False
+    return torch.arange(length, device=top.device)[keep]
+
+
+# ------------------------------------------------------------------------------------------- the checks
 def check_choice(name: str, value, allowed) -> None:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .common import TIES, BlockSchedule, check_blocks, check_choice, check_range
-from .llada import REMASKING, StepResult
+from .common import REMASKING, TIES, BlockSchedule, StepResult, check_blocks, check_choice, check_range
 from .parallel import Factor, Quota, Threshold
 from .step import parallel_step
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from ..models.interface import SpecialTokens
-from .common import TIES, BlockSchedule, check_blocks, check_choice, check_range, gumbel_noisy_logits, top_k_indices
-
-REMASKING = ("low_confidence", "random")
+from .common import (REMASKING, TIES, BlockSchedule, StepResult, check_blocks, check_choice, check_range, propose,
+                     quota, rank_positions, remasking_score, select_top, token_probability)
 
 
 @dataclass(frozen=True)
@@ -55,51 +53,47 @@ def check_special(params: LLaDAParams, special: SpecialTokens) -> None:
 def transfer_schedule(mask_counts: torch.Tensor, params: LLaDAParams) -> torch.Tensor:
     """Tokens to commit per row and step of one block, [B, n_steps] (S1.3).
 
-    Official schedule: k_i = floor(M / S) + [i < M mod S] over S = steps per block. With ``tokens_per_step``
-    = k: k per step, the last step taking the remainder, ceil(max M / k) steps.
+    Official schedule: ``quota`` k_i = floor(M / S) + [i < M mod S] over S = steps per block. With
+    ``tokens_per_step`` = k: k per step, the last step taking the remainder, ceil(max M / k) steps.
     """
     counts = mask_counts.long()[:, None]  # [B, 1]
     if params.tokens_per_step is None:
         steps = params.steps_per_block
-        index = torch.arange(steps, device=counts.device)[None]  # [1, S]
-        return counts // steps + (index < counts % steps).long()
+        return quota(counts, steps, torch.arange(steps, device=counts.device)[None])  # [B, S]
     k = params.tokens_per_step
     n_steps = max(1, math.ceil(int(counts.max()) / k))
     done_before = k * torch.arange(n_steps, device=counts.device)[None]  # [1, n]
     return (counts - done_before).clamp(0, k)
 
 
-class StepResult(NamedTuple):
-    x: torch.Tensor  # [B, L] the canvas after this step
-    confidence: torch.Tensor  # [B, L] ranking score (-inf for non-candidates)
-    order: list[list[int]]  # per row, the selected positions in rank order
-    choice_logits: torch.Tensor  # [B, L, V] the scores the token choice was an argmax of
-
-
 def llada_step(logits: torch.Tensor, x: torch.Tensor, *, block_end: int, num_transfer: torch.Tensor,
                params: LLaDAParams, special: SpecialTokens, mask_id: int,
                generator: torch.Generator | None = None) -> StepResult:
-    """One step of LLaDA's sampler (S1.4-S1.7). logits [B, L, V] token-aligned; num_transfer [B]."""
-    logits = logits.clone()  # the edits below stay local
+    """One step of LLaDA's sampler (S1.4-S1.7). logits [B, L, V] token-aligned; num_transfer [B].
+
+    Every masked position before ``block_end`` is a candidate; the schedule never asks for more commits than
+    there are candidates (a block's quotas sum to its masks, and a position committed as the mask token stays
+    a candidate), so the k_i best candidates are what the official top-k over all positions selects."""
     if params.logits_eos_inf:
+        logits = logits.clone()  # the edit stays local
         logits[:, :, special.eos_id] = -torch.inf
-    noisy = gumbel_noisy_logits(logits, params.temperature, generator)  # aliases logits when T = 0
-    x0 = noisy.argmax(dim=-1)  # [B, L], first maximum on ties
-    choice_logits = logits.clone() if params.temperature == 0 else noisy.log()
-    if params.confidence_eos_eot_inf:  # the official chained assignment, kept with its aliasing (S1.6)
-        noisy[:, :, special.eos_id] = -torch.inf
-        logits[:, :, special.eot_id] = -torch.inf
-    if params.remasking == "low_confidence":
-        x0_p = F.softmax(logits, dim=-1).gather(-1, x0[..., None])[..., 0]  # [B, L], in the logits dtype
-    else:
-        x0_p = torch.rand(x0.shape, device=x0.device, generator=generator)
-    x0_p[:, block_end:] = -torch.inf
-    mask_index = x == mask_id
-    x0 = torch.where(mask_index, x0, x)
-    confidence = torch.where(mask_index, x0_p, -torch.inf)
-    new_x, order = x.clone(), []
-    for row in range(x.shape[0]):
-        selected = top_k_indices(confidence[row], int(num_transfer[row]), params.ties)
-        new_x[row, selected] = x0[row, selected]
-        order.append(selected.tolist())
-    return StepResult(new_x, confidence, order, choice_logits)
+    proposal = propose(logits, params.temperature, generator)
+    probs = F.softmax(official_confidence_logits(logits, params, special), dim=-1)  # in the logits' dtype
+    score = remasking_score(token_probability(probs, proposal.tokens), params.remasking, generator)
+    candidates = (x == mask_id) & (torch.arange(x.shape[1], device=x.device) < block_end)[None]  # [B, L]
+    confidence = torch.where(candidates, score, -torch.inf)
+    selected, order = select_top(*rank_positions(confidence, params.ties, num_transfer), num_transfer, candidates)
+    return StepResult(torch.where(selected, proposal.tokens, x), confidence, order, proposal.choice_logits)
+
+
+def official_confidence_logits(logits: torch.Tensor, params: LLaDAParams, special: SpecialTokens) -> torch.Tensor:
+    """The logits the confidence softmax reads (S1.6): the official chained assignment
+    ``logits_with_noise[:, :, eos] = logits[:, :, eot] = -inf`` runs after the proposal, so it sets EoT to -inf
+    and, at temperature 0 only (where the noisy logits are the logits tensor itself), EOS too."""
+    if not params.confidence_eos_eot_inf:
+        return logits
+    edited = logits.clone()
+    edited[:, :, special.eot_id] = -torch.inf
+    if params.temperature == 0:
+        edited[:, :, special.eos_id] = -torch.inf
+    return edited

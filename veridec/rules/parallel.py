@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .common import check_range
+from .common import check_range, quota
 from .view import StepView
 
 
@@ -106,8 +106,8 @@ class Factor:
 
 @dataclass(frozen=True)
 class Quota:
-    """LLaDA's schedule inside a block (S1.3): k_i = floor(M / S) + [i < M mod S] at step i of S, M the
-    block's masks at its start; the last quota repeats if a block outlives its schedule (Fast-dLLM F3)."""
+    """LLaDA's schedule inside a block (S1.3, ``quota``): k_i = floor(M / S) + [i < M mod S] at step i of S, M
+    the block's masks at its start; the last quota repeats if a block outlives its schedule (Fast-dLLM F3)."""
 
     steps_per_block: int = 1
     name = "quota"
@@ -116,9 +116,8 @@ class Quota:
         check_range("steps_per_block", self.steps_per_block, low=1, integer=True)
 
     def counts(self, view: StepView) -> torch.Tensor:
-        total, steps = view.block_masks_at_start.long(), self.steps_per_block
-        i = min(view.block_step, steps - 1)
-        return torch.minimum(total // steps + (i < total % steps).long(), view.count)
+        i = min(view.block_step, self.steps_per_block - 1)
+        return torch.minimum(quota(view.block_masks_at_start, self.steps_per_block, i), view.count)
 
 
 # --------------------------------------------------------------------------------------------- set rules
@@ -263,8 +262,6 @@ class DAPD:
 
 
 COUNT_RULES = (TopK, Threshold, Factor, Quota)
-SET_RULES = (LocalLeap, EntropyBounded, KLASS, DAPD)
-RULES = {cls.name: cls for cls in COUNT_RULES + SET_RULES if cls is not Quota}
 
 
 def new_state(rule, batch: int, length: int, device) -> dict:
