@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from veridec.compare import compare_traces
-from veridec.harness.baseline import BLOCK, DECODERS, GEN_LENGTHS, PROMPTS, SEED, VARIANTS
-from veridec.harness.exactness import prompts_for, row_tokens_per_step, run_variant
+from veridec.harness.baseline import DECODERS, GEN_LENGTHS, PROMPTS, SEED, VARIANTS
+from veridec.harness.workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 

@@ -65,5 +65,6 @@ def test_full_forward_fastguide_canvas(benchmark, fastguide_canvas):
 
 
 def test_sparse_recomputation(benchmark, fastguide_canvas):
-    """One FastGuide sparse recomputation (spec/guidance.md F3); the issue's target: <= 15% of a full forward."""
+    """One FastGuide sparse recomputation (spec/guidance.md GF3), to compare with a full forward of the same
+    canvas (``test_full_forward_fastguide_canvas``)."""
     time_cached_forward(benchmark, fastguide_canvas)

@@ -1,8 +1,10 @@
-"""The ``veridec`` command: generate, verify, exactness, experiment, train. Bad arguments: one line on stderr and exit code 2."""
+"""The ``veridec`` command: generate, verify, exactness, bounds, baseline, experiment, train (argparse and
+dispatch; the work lives in the harness modules). Bad arguments: one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -22,9 +24,11 @@ from veridec.rules.common import REMASKING  # noqa: E402
 from veridec.rules.presets import PRESETS, preset  # noqa: E402
 
 from . import exactness  # noqa: E402
-from .registry import CheckResult, VerifyContext, all_checks, results_to_json  # noqa: E402
+from .checks.registry import VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
+from .workloads import BLOCK  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
+EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 
 
 class UsageError(ValueError):
@@ -44,7 +48,13 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
     commands = parser.add_subparsers(dest="command", required=True)
+    for add in (_generate_parser, _verify_parser, _exactness_parser, _bounds_parser, _baseline_parser,
+                _experiment_parser, _train_parser):
+        add(commands)
+    return parser
 
+
+def _generate_parser(commands) -> None:
     gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
     gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
     _model_args(gen)
@@ -61,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--trace", type=Path, default=None, help="write the decode trace as JSON")
     gen.set_defaults(run=run_generate)
 
+
+def _verify_parser(commands) -> None:
     ver = commands.add_parser("verify", help="run the verification checks on a model; non-zero exit on failure")
     _model_args(ver)
     ver.add_argument("--json", type=Path, default=None, help="write the results as JSON")
@@ -71,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--out", type=Path, default=None, help="write exactness.md and exactness.json here")
     ver.set_defaults(run=run_verify)
 
+
+def _exactness_parser(commands) -> None:
     exa = commands.add_parser("exactness", help="the full exactness table: every preset x variant")
     _model_args(exa)
     exa.add_argument("--out", type=Path, default=Path("results"))
@@ -78,24 +92,30 @@ def build_parser() -> argparse.ArgumentParser:
     exa.add_argument("--decoders", default=None, help="comma-separated preset names (default: all)")
     exa.add_argument("--prompts", type=int, default=8)
     exa.add_argument("--gen-length", type=int, default=64)
-    exa.add_argument("--block-length", type=int, default=32)
+    exa.add_argument("--block-length", type=int, default=BLOCK)
     exa.add_argument("--seed", type=int, default=0)
     exa.set_defaults(run=run_exactness)
 
+
+def _bounds_parser(commands) -> None:
     bnd = commands.add_parser("bounds", help="check every theorem of spec/theorems.md on random joints")
     bnd.add_argument("--cases", type=int, default=100_000)
     bnd.add_argument("--seed", type=int, default=0)
     bnd.add_argument("--json", type=Path, default=None, help="write the table as JSON")
     bnd.set_defaults(run=run_bounds_command)
 
+
+def _baseline_parser(commands) -> None:
     base = commands.add_parser("baseline", help="hold the benchmark counters against benchmarks/baseline.json")
     base.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
     base.add_argument("--file", type=Path, default=None, help="baseline path (default benchmarks/baseline.json)")
     base.add_argument("--gen-lengths", default="64,128,256")
     base.set_defaults(run=run_baseline)
 
+
+def _experiment_parser(commands) -> None:
     exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
-    exp.add_argument("name", choices=("models", "parallel", "speculative", "fastguide"),
+    exp.add_argument("name", choices=EXPERIMENTS,
                      help="models: how the shipped models decode; parallel: steps vs quality per decoder preset; "
                           "speculative: draft trees and the lossless chain vs their base decoders; "
                           "fastguide: reward-guided decoding, FastGuide vs the guided baselines")
@@ -104,11 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--seed", type=int, default=0)
     exp.set_defaults(run=run_experiment)
 
-    train = commands.add_parser("train", help="retrain a shipped model: tasks | hmm (python -m veridec.harness.train "
-                                              "-h) or reward (python -m veridec.harness.train_reward -h)")
+
+def _train_parser(commands) -> None:
+    train = commands.add_parser("train", help="retrain a shipped model: tasks | hmm (python -m "
+                                              "veridec.harness.training.dllm -h) or reward (python -m "
+                                              "veridec.harness.training.reward -h)")
     train.add_argument("train_args", nargs=argparse.REMAINDER)
     train.set_defaults(run=run_train)
-    return parser
 
 
 def _model_args(sub: argparse.ArgumentParser) -> None:
@@ -216,18 +238,19 @@ def run_verify(args) -> int:
     checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
     if not checks:
         raise UsageError(f"--only {args.only!r} matches no check")
-    results = []
-    for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False):
-        results.append(item.run(context))
-    rows = [] if args.no_table or args.only else verify_table(args, context.model)
+    results = [item.run(context) for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False)]
+    prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
+    rows = [] if args.no_table or args.only else \
+        exactness.build_table(args.model, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed, device=device,
+                              loaded=context.model, quiet=args.quiet)
     if rows:
-        results.append(exactness_result(rows))
+        results.append(exactness.exactness_result(rows))
     print(format_table(results))
     if rows:
         print("\nExactness table (tier E rows must match the reference exactly):\n")
         print(exactness.to_markdown(rows))
     if args.out and rows:
-        exactness.write_table(rows, args.out, table_meta(args, *verify_table_size(args)))
+        exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, BLOCK, args.seed))
     if args.json:
         args.json.write_text(json.dumps({"model": args.model, "seed": args.seed, "quick": args.quick,
                                          "checks": results_to_json(results),
@@ -235,72 +258,24 @@ def run_verify(args) -> int:
     return 0 if all(r.passed for r in results) else 1
 
 
-def verify_table_size(args) -> tuple[int, int]:
-    return (2, 32) if args.quick else (4, 64)
-
-
-def verify_table(args, model) -> list:
-    """The shipped default model's table also covers the HMM-world model (exact NLL under the true HMM)."""
-    prompts, gen = verify_table_size(args)
-    models = {args.model: model} | ({"hmm": None} if args.model == "default" else {})
-    total = len(models) * len(exactness.VERIFY_DECODERS) * len(exactness.VARIANTS)
-    rows = []
-    with tqdm(total=total, disable=args.quiet, desc="exactness", leave=False) as bar:
-        for name, loaded in models.items():
-            rows += exactness.table_for_model(name, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed,
-                                              model=loaded, progress=lambda: bar.update(1))
-    return rows
-
-
-def exactness_result(rows) -> CheckResult:
-    exact = [r for r in rows if r.tier == "E"]
-    failed = [f"{r.model}/{r.decoder}/{r.variant}" for r in exact if not r.exact]
-    return CheckResult("exactness/tier-E-rows", len(exact), not failed, None, "",
-                       "not exact: " + ", ".join(failed) if failed else "")
-
-
-def table_meta(args, prompts: int, gen_length: int) -> dict:
-    models = [args.model] + (["hmm"] if args.model == "default" else [])
-    return {"models": "+".join(models), "prompts": prompts, "gen_length": gen_length, "block_length": 32,
-            "seed": args.seed}
-
-
 def run_exactness(args) -> int:
     decoders = sorted(PRESETS) if args.decoders is None else args.decoders.split(",")
     for name in decoders:
         preset(name)  # a clear error for unknown names
-    prompts, gen = (2, 32) if args.quick else (args.prompts, args.gen_length)
-    models = [args.model] + (["hmm"] if args.model == "default" else [])
-    device = check_device(args.device)
-    rows = []
-    with tqdm(total=len(models) * len(decoders) * len(exactness.VARIANTS), disable=args.quiet) as bar:
-        for name in models:
-            model = load_model(name, device=device, dtype=torch.float32)
-            rows += exactness.table_for_model(name, decoders, prompts, gen, args.block_length, args.seed, model,
-                                              progress=lambda: bar.update(1))
-    exactness.write_table(rows, args.out, {**table_meta(args, prompts, gen), "block_length": args.block_length})
+    prompts, gen = exactness.QUICK_SIZE if args.quick else (args.prompts, args.gen_length)
+    rows = exactness.build_table(args.model, decoders, prompts, gen, args.block_length, args.seed,
+                                 device=check_device(args.device), quiet=args.quiet)
+    exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, args.block_length,
+                                                               args.seed))
     print(exactness.to_markdown(rows))
-    return 0 if all(r.exact for r in rows if r.tier == "E") else 1
-
-
-def format_table(results) -> str:
-    rows = [("check", "cases", "result", "worst margin", "unit")]
-    for r in results:
-        margin = "-" if r.worst_margin is None else f"{r.worst_margin:.3g}"
-        rows.append((r.name, str(r.cases), "pass" if r.passed else "FAIL", margin, r.unit))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    failed = sum(not r.passed for r in results)
-    lines.append(f"{len(results) - failed}/{len(results)} checks passed")
-    return "\n".join(lines)
+    return 0 if exactness.all_exact(rows) else 1
 
 
 # ------------------------------------------------------------------------------------------- bounds
 def run_bounds_command(args) -> int:
     from veridec.proofs_checks.table import run_bounds, to_markdown
 
-    from .checks_bounds import OFF_AS_PUBLISHED
+    from .checks.bounds import OFF_AS_PUBLISHED
 
     if args.cases < 1:
         raise UsageError(f"--cases must be >= 1, got {args.cases}")
@@ -333,10 +308,7 @@ def run_baseline(args) -> int:
 
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
-    from . import experiment_fastguide, experiment_models, experiment_parallel, experiment_speculative
-
-    module = {"models": experiment_models, "parallel": experiment_parallel, "speculative": experiment_speculative,
-              "fastguide": experiment_fastguide}[args.name]
+    module = importlib.import_module(f"veridec.harness.experiments.{args.name}")
     module.run(args.out, quick=args.quick, seed=args.seed)
     print((args.out / f"{args.name}.md").read_text())
     return 0
@@ -344,13 +316,13 @@ def run_experiment(args) -> int:
 
 # ------------------------------------------------------------------------------------------- train
 def run_train(args) -> int:
-    """``veridec train {tasks,hmm} ...`` (harness.train) or ``veridec train reward ...`` (harness.train_reward)."""
+    """``veridec train {tasks,hmm} ...`` (training.dllm) or ``veridec train reward ...`` (training.reward)."""
     if args.train_args[:1] == ["reward"]:
-        from .train_reward import main as train_reward_main
+        from .training.reward import main as train_reward_main
 
         train_reward_main(args.train_args[1:])
         return 0
-    from .train import main as train_main
+    from .training.dllm import main as train_main
 
     train_main(args.train_args)
     return 0

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import copy
 import json
-import random
 import time
 from dataclasses import asdict, dataclass
 
 import torch
+from tqdm import tqdm
 
-from veridec import corpus
-from veridec.canvas import initial_canvas, left_pad
+from veridec.canvas import initial_canvas
 from veridec.compare import compare_traces
-from veridec.models.shipped import load_model, load_world_hmm
+from veridec.models.shipped import load_model
 from veridec.numerics import tolerance
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
+from .checks.registry import CheckResult
+from .workloads import BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models
+
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
+QUICK_SIZE = (2, 32)  # (prompts, gen length) of ``--quick`` tables
+VERIFY_SIZE = (4, 64)  # of the table ``veridec verify`` prints
 VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq",
                    "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified")
 
@@ -59,32 +63,6 @@ class Row:
         return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error <= bound
 
 
-def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded prompts [n, P] and mask: corpus document heads (default model) or HMM samples (hmm)."""
-    if model_name == "hmm":
-        rows = load_world_hmm().sample(n, 24, generator=torch.Generator().manual_seed(seed)).tolist()
-    else:
-        rng = random.Random(seed)
-        rows = [model.tokenizer(corpus.split_prompt(corpus.generate_document(rng, 120), rng)[0])["input_ids"]
-                for _ in range(n)]
-    return left_pad(rows, model.special.pad_id)
-
-
-def single_prompts(prompt: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
-    """The rows of a left-padded batch [B, P] as unpadded prompts [1, P_i]."""
-    return [prompt[i:i + 1, int((mask[i] == 0).sum()):] for i in range(prompt.shape[0])]
-
-
-def run_variant(model, variant: str, rule, prompt, mask, gen_length: int, block_length: int):
-    kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
-    start = time.perf_counter()
-    if variant == "reference":
-        out = reference_decode(model, prompt, mask, **kw)
-    else:
-        out = optimized_decode(model, prompt, mask, cache="none" if variant == "optimized" else variant, **kw)
-    return out, time.perf_counter() - start
-
-
 def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention: bool) -> float:
     """Max |logit| difference between the decode's recorded logits at each step's committed positions and a
     full forward of the canvas that step saw (``attention``: the forward that also returns attention weights,
@@ -103,29 +81,7 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
     return worst
 
 
-def row_tokens_per_step(trace) -> float:
-    """Mean over prompts of (tokens committed / steps in which the prompt committed)."""
-    rates = []
-    for row in range(trace.batch_size):
-        steps = [len(s.positions[row]) for s in trace.steps if s.positions[row]]
-        rates.append(sum(steps) / max(1, len(steps)))
-    return sum(rates) / len(rates)
-
-
-def hmm_nll(canvas: torch.Tensor, prompt_mask: torch.Tensor, prompt_len: int, gen_length: int) -> float | None:
-    """Exact NLL per generated token under the world HMM (rows with a non-symbol token are skipped)."""
-    hmm = load_world_hmm()
-    full_mask = torch.cat([prompt_mask, torch.ones(canvas.shape[0], gen_length, dtype=prompt_mask.dtype)], 1)
-    symbols = ((canvas < hmm.num_symbols) | (full_mask == 0)).all(dim=1)
-    if not symbols.any():
-        return None
-    rows = canvas[symbols].clamp_max(hmm.num_symbols - 1)
-    full = hmm.log_likelihood(rows, full_mask[symbols])
-    prefix = hmm.log_likelihood(rows[:, :prompt_len], prompt_mask[symbols])
-    return round(-(full - prefix).mean().item() / gen_length, 4)
-
-
-def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = 32,
+def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = BLOCK,
                     seed: int = 0, model=None, progress=None) -> list[Row]:
     """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
     adds the true HMM's NLL. The sequential reference is timed after one warm-up decode."""
@@ -160,7 +116,7 @@ def make_row(model_name, name, variant, tier, model, prompt, mask, out, referenc
                round(seconds, 3), round(sequential_seconds / seconds, 2), nll)
 
 
-# (decoder, cache policy, width, depth, lookahead blocks, tier): spec/speculative.md S3 (E) and S4 (A)
+# (decoder, cache policy, width, depth, lookahead blocks, tier): spec/speculative.md SP3 (E) and SP4 (A)
 SPECULATIVE = [("sequential", "none", 3, 3, 0, "E"), ("sequential", "dual", 3, 3, 0, "E"),
                ("fastdllm", "none", 2, 2, 0, "E"), ("fastdllm", "dual", 2, 2, 0, "E"),
                ("fastdllm", "dual", 2, 2, 1, "A")]
@@ -168,7 +124,7 @@ SPECULATIVE = [("sequential", "none", 3, 3, 0, "E"), ("sequential", "dual", 3, 3
 
 def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int,
                      sequential_seconds: float) -> list[Row]:
-    """Rows for speculative decoding (spec/speculative.md S3 tier E, S4 tier A): each prompt decoded alone by
+    """Rows for speculative decoding (spec/speculative.md SP3 tier E, SP4 tier A): each prompt decoded alone by
     the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
     compared at the steps both took, within the measured float32 rounding of R's forward."""
     singles = single_prompts(prompt, mask)
@@ -207,6 +163,37 @@ def packing_tolerance(model, single, gen_length: int) -> float:
     model64 = copy.deepcopy(model).to(torch.float64)
     x, _ = initial_canvas(model, single, None, gen_length, model.special.mask_id)
     return tolerance(model(x).logits, model64(x).logits)
+
+
+def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_length: int = BLOCK, seed: int = 0,
+                device="cpu", loaded=None, quiet: bool = False) -> list[Row]:
+    """Rows for every model ``table_models(model_name)`` names (``loaded``: the first model, already loaded),
+    with a progress bar."""
+    names, rows = table_models(model_name), []
+    with tqdm(total=len(names) * len(decoders) * len(VARIANTS), disable=quiet, desc="exactness", leave=False) as bar:
+        for name in names:
+            model = loaded if loaded is not None and name == model_name else \
+                load_model(name, device=device, dtype=torch.float32)
+            rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
+                                    progress=lambda: bar.update(1))
+    return rows
+
+
+def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int, seed: int) -> dict:
+    return {"models": "+".join(table_models(model_name)), "prompts": prompts, "gen_length": gen_length,
+            "block_length": block_length, "seed": seed}
+
+
+def all_exact(rows: list[Row]) -> bool:
+    return all(r.exact for r in rows if r.tier == "E")
+
+
+def exactness_result(rows: list[Row]) -> CheckResult:
+    """The table as one ``veridec verify`` row: every tier E row must be exact."""
+    exact = [r for r in rows if r.tier == "E"]
+    failed = [f"{r.model}/{r.decoder}/{r.variant}" for r in exact if not r.exact]
+    return CheckResult("exactness/tier-E-rows", len(exact), not failed, None, "",
+                       "not exact: " + ", ".join(failed) if failed else "")
 
 
 def write_table(rows: list[Row], out, meta: dict) -> None:

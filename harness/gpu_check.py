@@ -1,4 +1,4 @@
-"""The device check for issue-4 work: Tier E decoder identities on a device, then per-forward costs.
+"""The device check: Tier E decoder identities on a device, then per-forward costs of a full-size shape.
 
     python -m veridec.harness.gpu_check --device cuda --out results/gpu   # on a GPU machine (~2 minutes)
     python -m veridec.harness.gpu_check --device cpu --shape tiny          # the same script, CPU-sized
@@ -9,7 +9,7 @@
    32 heads, MLP 12288, vocab 126464): one full forward of prompt + gen positions vs one dual-cache block step
    (block queries against the cache), median of repeated, synchronized runs; prints their ratio. Then one
    FastGuide sparse recomputation (two windows of radius 2) vs one full forward at canvas 256 + 128, batch 1
-   and 4 (spec/guidance.md F3).
+   and 4 (spec/guidance.md GF3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fast-dLLM with a prefix or dual K/V cache, and batched without cache (spec/fastdllm.md F5-F8).
+"""Fast-dLLM with a prefix or dual K/V cache, and batched without cache (spec/fastdllm.md FD5-FD8).
 
 Official parameter names, so switching from NVlabs/Fast-dLLM ``llada/generate.py`` is an import away:
 

@@ -1,4 +1,4 @@
-"""FastGuide with sparse recomputation (spec/guidance.md F3): Algorithm 1 where each recomputation refreshes
+"""FastGuide with sparse recomputation (spec/guidance.md GF3): Algorithm 1 where each recomputation refreshes
 K/V and queries only inside windows of radius w around the last committed token and the query that scores
 the next candidate (LLaDA: the candidate itself; Dream: one position left), against the step's K/V cache.
 

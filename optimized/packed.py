@@ -1,4 +1,4 @@
-"""Packed verification forwards (spec/speculative.md V1-V3): logits for many draft states in one model call.
+"""Packed verification forwards (spec/speculative.md SPV1-SPV3): logits for many draft states in one model call.
 
 - ``packed_window_logits``: K branches, each a version of the same window of the canvas (a block), packed
   along the sequence as [cache | branch 1 | ... | branch K]: every branch's queries attend to the cached

@@ -1,4 +1,4 @@
-"""Every parallel rule over the model's K/V cache API (spec/parallel.md P11, spec/fastdllm.md F5-F7).
+"""Every parallel rule over the model's K/V cache API (spec/parallel.md P11, spec/fastdllm.md FD5-FD7).
 
 Per block [s, e): one full forward refreshes the cache and decodes the block's first step; then, until the
 block has no mask:

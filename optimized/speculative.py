@@ -1,4 +1,4 @@
-"""Speculative decoding that reproduces a base decoder R exactly (spec/speculative.md S1-S4).
+"""Speculative decoding that reproduces a base decoder R exactly (spec/speculative.md SP1-SP4).
 
 R is a deterministic parallel rule (temperature 0) under a cache policy: "none" (a full forward per step:
 ``veridec.reference.parallel.decode``) or "dual" (``veridec.optimized.parallel.decode(cache="dual")``). From a
@@ -42,7 +42,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     given, receives the wall seconds spent building drafts ("draft_seconds") and in total ("total_seconds"),
     and the tokens inter-block speculation committed ("lookahead_tokens").
 
-    ``lookahead`` = n > 0 (dual only) is inter-block speculation, Tier A (S4): verification windows extend n
+    ``lookahead`` = n > 0 (dual only) is inter-block speculation, Tier A (SP4): verification windows extend n
     blocks past the current one (their queries see the branch's fresh keys; the block's own queries still see
     exactly what R's dual step sees), and when a verified state completes a block, the next blocks' masks whose
     confidence there is >= ``lookahead_threshold`` are committed before R's refresh of the next block."""
@@ -67,7 +67,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
 
 def check_arguments(prompt, rule, cache: str, tree: DraftTree, gen_length: int, block_length: int, lookahead: int,
                     lookahead_threshold: float) -> None:
-    """Clear errors for what speculation cannot serve (S5)."""
+    """Clear errors for what speculation cannot serve (SP5)."""
     check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
     check_choice("cache", cache, POLICIES)
     tree.check_block(block_length)
@@ -184,7 +184,8 @@ class _Run:
         window = self.x[:, offset:offset + logits.shape[1]]
         positions = torch.arange(offset, offset + window.shape[1])
         candidates = (window == self.mask_id) & (positions >= end)[None] & (positions < stop)[None]
-        confident = candidates & (step_view(logits, logits.argmax(-1), candidates).confidence >= self.lookahead_threshold)
+        confidence = step_view(logits, logits.argmax(-1), candidates).confidence  # [B, W], -inf off the candidates
+        confident = candidates & (confidence >= self.lookahead_threshold)
         if not confident.any():
             return
         result = parallel_step(Threshold(self.lookahead_threshold), logits, window, confident)

@@ -6,6 +6,9 @@
     result.hypotheses, result.conclusion, result.slacks, result.violations
 
 Strategies for hypothesis live in ``veridec.proofs_checks.strategies`` (needs the test extra).
+
+A bottom floor beside ``veridec``: it imports the shared floor (oracles, guidance for the GO1/GO2 measurements)
+and never the decoders (``veridec.reference``, ``veridec.optimized``) or the harness, which imports it.
 """
 
 from .counterexamples import (concatenation_counterexample, fastdllm_counterexample, neighbour_capacity,

@@ -1,12 +1,12 @@
-"""Seed 000 §3.1.1's observations as reusable measurements (spec/guidance.md O1-O2).
+"""Seed 000 §3.1.1's observations as reusable measurements (spec/guidance.md GO1-GO2).
 
-O1 (guidance reuse): along a sequential guided trajectory, at every step the current dLLM logits are combined
+GO1 (guidance reuse): along a sequential guided trajectory, at every step the current dLLM logits are combined
 once with fresh guidance and once with guidance computed ``age`` steps earlier; the total variation between
 the two guided distributions at the still-masked slots is binned by the slot's guided confidence when the older
 guidance was computed. Guidance randomness is seeded per step, so fresh and cached guidance differ only by the
 state they were computed from (seed 000 Appendix B.3).
 
-O2 (incompatible proposals): along a sequential trajectory, at evenly spaced states, the two most confident
+GO2 (incompatible proposals): along a sequential trajectory, at evenly spaced states, the two most confident
 slots a, b and their argmax tokens, with and without guidance; after committing x_a, one more unguided
 forward gives PMI = log p(x_b | x_a) - log p(x_b); a pair is incompatible when PMI < -1.
 """
@@ -39,7 +39,7 @@ def _sequential_states(model, x: torch.Tensor, prompt_len: int, mask_id: int):
 @torch.no_grad()
 def guidance_reuse_tv(model, reward, prompt: torch.Tensor, gen_length: int, ages=(1, 3, 7),
                       params: GuidanceParams = GuidanceParams(), seed: int = 0) -> dict:
-    """O1 on one prompt [1, P] (``reward`` bound to it): {age: {"bins": BINS, "mean_tv": [...], "count": [...]}}."""
+    """GO1 on one prompt [1, P] (``reward`` bound to it): {age: {"bins": BINS, "mean_tv": [...], "count": [...]}}."""
     mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
     x = torch.cat([prompt, torch.full((1, gen_length), mask_id)], dim=1)
     history = []  # (guidance r [G, V], guided confidence [G]) per step
@@ -67,7 +67,7 @@ def guidance_reuse_tv(model, reward, prompt: torch.Tensor, gen_length: int, ages
 @torch.no_grad()
 def incompatible_pairs(model, reward, prompt: torch.Tensor, gen_length: int, states: int = 64,
                        params: GuidanceParams = GuidanceParams(), seed: int = 0, threshold: float = -1.0) -> dict:
-    """O2 on one prompt [1, P]: PMI of the top-2 co-proposed tokens without and with guidance at up to
+    """GO2 on one prompt [1, P]: PMI of the top-2 co-proposed tokens without and with guidance at up to
     ``states`` evenly spaced states of the sequential trajectory."""
     mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
     x = torch.cat([prompt, torch.full((1, gen_length), mask_id)], dim=1)

@@ -110,7 +110,8 @@ def fastdllm_tv(a: Analysis, eps, published: bool) -> TheoremResult:
                              {"TV": (3 * a.length - 1) * eps / 2 - a.tv}, {"TV": True}, True, rounding_for(a))
     tight = 1 - np.minimum(a.p_star, a.q_star)
     return TheoremResult("T2c Fast-dLLM TV (tighter)", "TV <= 1 - min(p*, q*) <= S < n eps", hyp, true,
-                         {"1-min(p*,q*)": tight - a.tv, "S": a.total_error - tight, "n eps": a.length * eps - a.total_error},
+                         {"1-min(p*,q*)": tight - a.tv, "S": a.total_error - tight,
+                          "n eps": a.length * eps - a.total_error},
                          {"1-min(p*,q*)": False, "S": False, "n eps": True}, rounding=rounding_for(a))
 
 

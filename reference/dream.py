@@ -1,4 +1,4 @@
-"""Dream's ``diffusion_generate``, slow and plain: one full forward per step (spec/sequential.md S2).
+"""Dream's ``diffusion_generate``, slow and plain: one full forward per step (spec/sequential.md SQ2).
 
     from veridec.reference.dream import diffusion_generate
     canvas, trace = diffusion_generate(model, input_ids, attention_mask, max_new_tokens=64, steps=64,

@@ -1,4 +1,4 @@
-"""Fast-dLLM's parallel decoding without cache: a full forward per step (spec/fastdllm.md F1-F4).
+"""Fast-dLLM's parallel decoding without cache: a full forward per step (spec/fastdllm.md FD1-FD4).
 
 Parameter names are the official ones (``steps``, ``gen_length``, ``block_length``, ``temperature``,
 ``remasking``, ``mask_id``, ``threshold``, ``factor``); returns ``Decoded(canvas, trace)`` where the official

@@ -1,4 +1,4 @@
-"""FastGuide with exact recomputation (spec/guidance.md F2): Algorithm 1 where every recomputation is a full
+"""FastGuide with exact recomputation (spec/guidance.md GF2): Algorithm 1 where every recomputation is a full
 forward of the canvas. The reference the sparse decoder (``veridec.optimized.fastguide``) is held against.
 """
 

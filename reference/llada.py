@@ -1,4 +1,4 @@
-"""LLaDA's sampler, slow and plain: one full forward of the whole canvas per step (spec/sequential.md S1).
+"""LLaDA's sampler, slow and plain: one full forward of the whole canvas per step (spec/sequential.md SQ1).
 
 Parameter names and defaults are the official ``generate``'s, so switching is an import away:
 
@@ -47,7 +47,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
 
 
 def _logits(model, x, attention_mask, prompt_index, cfg_scale, mask_id, trace):
-    """One full forward (two stacked branches under classifier-free guidance) -> logits [B, L, V] (S1.5)."""
+    """One full forward (two stacked branches under classifier-free guidance) -> logits [B, L, V] (SQ1.5)."""
     if cfg_scale > 0:
         unconditional = x.masked_fill(prompt_index, mask_id)
         mask = None if attention_mask is None else torch.cat([attention_mask, attention_mask])

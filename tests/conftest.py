@@ -38,6 +38,21 @@ def small_model():
 
 
 @pytest.fixture(scope="session")
+def run_check():
+    """Run a check ``veridec verify`` registers (harness/checks) on given float32 and float64 models, so a test
+    holds the same statement instead of restating it: ``run_check(name, model32, model64, seed=0)``."""
+    from veridec.harness.checks.registry import VerifyContext, all_checks
+
+    def run(name: str, model32, model64, seed: int = 0, quick: bool = False):
+        result = all_checks()[name].run(VerifyContext(model32, model64, seed, quick))
+        print(result)
+        assert result.passed, result
+        return result
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def tiny_folders(tmp_path_factory):
     """One official-layout tiny checkpoint folder per family (LLaDA sharded, Dream single-file)."""
     from veridec.models import write_tiny_checkpoint

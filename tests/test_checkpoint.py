@@ -1,4 +1,4 @@
-"""Loading and saving official-layout folders (spec/models.md L1-L4)."""
+"""Loading and saving official-layout folders (spec/models.md ML1-ML4)."""
 
 import json
 import shutil

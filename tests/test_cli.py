@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from veridec.harness import registry
+from veridec.harness.checks import registry
 from veridec.harness.cli import main
 
 

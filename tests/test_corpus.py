@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from veridec import corpus
+from veridec.harness import corpus
 
 
 @given(seed=st.integers(0, 10**6))

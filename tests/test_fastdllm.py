@@ -1,4 +1,4 @@
-"""Fast-dLLM threshold decoding, reference path (spec/fastdllm.md F1-F3)."""
+"""Fast-dLLM threshold decoding, reference path (spec/fastdllm.md FD1-FD3)."""
 
 import pytest
 import torch
@@ -48,7 +48,7 @@ def test_threshold_one_is_sequential_greedy(seed, prompt_length, blocks, block_l
        remasking=st.sampled_from(["low_confidence", "random"]))
 def test_quota_mode_is_llada(small_model, family, seed, lengths, blocks, block_length, steps_per_block, temperature,
                              remasking):
-    """F3 without threshold or factor is LLaDA's schedule (S1.3): in float64 the canvas and commit order equal
+    """FD3 without threshold or factor is LLaDA's schedule (SQ1.3): in float64 the canvas and commit order equal
     ``reference.llada.generate``'s, random draws included (same generator; steps_per_block <= block_length, so
     no step of LLaDA's schedule is empty and both draw the same noise)."""
     steps_per_block = min(steps_per_block, block_length)

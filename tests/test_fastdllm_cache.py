@@ -1,4 +1,4 @@
-"""Fast-dLLM with prefix and dual caches (spec/fastdllm.md F5-F7): exact where the theory says so, counters."""
+"""Fast-dLLM with prefix and dual caches (spec/fastdllm.md FD5-FD7): exact where the theory says so, counters."""
 
 import pytest
 import torch
@@ -6,13 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from veridec.compare import compare_traces
-from veridec.models import random_model
-from veridec.models.tiny import never_predicts_mask
 from veridec.optimized.fastdllm import generate_with_dual_cache, generate_with_prefix_cache
 from veridec.reference.fastdllm import generate
 
 CACHED = {"prefix": generate_with_prefix_cache, "dual": generate_with_dual_cache}
-SIZES = dict(dtype=torch.float64, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
 
 
 def prompts(batch, length, seed):
@@ -23,10 +20,10 @@ def prompts(batch, length, seed):
 @pytest.mark.parametrize("family", ["llada", "dream"])
 @given(seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5),
        threshold=st.sampled_from([None, 0.02, 0.1, 0.3]))
-def test_one_layer_caches_are_exact(cache, family, seed, blocks, block_length, threshold):
-    """F7: in a one-layer model the cached K/V depend only on tokens that do not change within a block
+def test_one_layer_caches_are_exact(small_model, cache, family, seed, blocks, block_length, threshold):
+    """FD7: in a one-layer model the cached K/V depend only on tokens that do not change within a block
     (the committed prefix; the still-masked suffix), so both caches reproduce the reference exactly."""
-    model = never_predicts_mask(random_model(family, seed % 5, num_layers=1, **SIZES))
+    model = small_model(family, seed % 5, num_layers=1)
     prompt = prompts(2, 4, seed)
     kw = dict(steps=blocks * 2, gen_length=blocks * block_length, block_length=block_length, threshold=threshold)
     ref = generate(model, prompt, **kw)
@@ -36,10 +33,10 @@ def test_one_layer_caches_are_exact(cache, family, seed, blocks, block_length, t
 
 
 @pytest.mark.parametrize("cache", sorted(CACHED))
-def test_first_step_of_each_block_is_the_reference_step(cache):
-    """F5: each block starts with a full forward of the current canvas: its first step is the reference's
+def test_first_step_of_each_block_is_the_reference_step(small_model, cache):
+    """FD5: each block starts with a full forward of the current canvas: its first step is the reference's
     first step on that canvas (earlier blocks taken as the prompt)."""
-    model = never_predicts_mask(random_model("llada", 1, num_layers=3, **SIZES))
+    model = small_model("llada", 1, num_layers=3)
     prompt = prompts(1, 5, 0)
     fast = CACHED[cache](model, prompt, steps=3, gen_length=12, block_length=4, threshold=0.3)
     assert fast.trace.counters.full_forwards == 3
@@ -54,8 +51,8 @@ def test_first_step_of_each_block_is_the_reference_step(cache):
 
 
 @pytest.mark.parametrize("cache, window", [("prefix", lambda s, L, e: L - s), ("dual", lambda s, L, e: e - s)])
-def test_counters_count_refreshes_and_window_queries(cache, window):
-    model = never_predicts_mask(random_model("llada", 2, num_layers=2, **SIZES))
+def test_counters_count_refreshes_and_window_queries(small_model, cache, window):
+    model = small_model("llada", 2, num_layers=2)
     prompt = prompts(2, 3, 1)
     out = CACHED[cache](model, prompt, steps=4, gen_length=8, block_length=4, threshold=0.2)
     length, blocks = 11, 2
@@ -67,8 +64,8 @@ def test_counters_count_refreshes_and_window_queries(cache, window):
 
 
 @pytest.mark.parametrize("cache", sorted(CACHED))
-def test_left_padded_batch_equals_single_rows(cache):
-    model = never_predicts_mask(random_model("llada", 3, num_layers=2, **SIZES))
+def test_left_padded_batch_equals_single_rows(small_model, cache):
+    model = small_model("llada", 3, num_layers=2)
     rows = [prompts(1, n, n)[0] for n in (6, 2, 4)]
     x = torch.zeros(3, 6, dtype=torch.long)
     mask = torch.zeros(3, 6, dtype=torch.long)

@@ -1,4 +1,4 @@
-"""FastGuide (spec/guidance.md F1-F4): exact and sparse recomputation, deferral, Tier E and Tier A."""
+"""FastGuide (spec/guidance.md GF1-GF4): exact and sparse recomputation, deferral, Tier E and Tier A."""
 
 import pytest
 import torch
@@ -8,12 +8,9 @@ from hypothesis import strategies as st
 from veridec.compare import compare_traces
 from veridec.guidance import GuidanceParams, LinearReward
 from veridec.guidance.fastguide import ORDERS, PRESETS, FastGuideParams
-from veridec.models import random_model
-from veridec.models.tiny import never_predicts_mask
 from veridec.optimized.fastguide import generate as sparse, window_positions
 from veridec.reference.fastguide import generate as exact
 
-SIZES = dict(hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
 
 
 def linear_reward(model, seed=0):
@@ -22,8 +19,8 @@ def linear_reward(model, seed=0):
                         torch.randn(6, generator=g, dtype=model.dtype))
 
 
-def setup(family, seed, batch=2, dtype=torch.float64):
-    model = never_predicts_mask(random_model(family, seed % 4, dtype=dtype, **SIZES))
+def setup(small_model, family, seed, batch=2, dtype=torch.float64):
+    model = small_model(family, seed % 4, dtype=dtype)
     prompt = torch.randint(0, 90, (batch, 4), generator=torch.Generator().manual_seed(seed))
     return model, prompt, linear_reward(model, seed)
 
@@ -32,9 +29,10 @@ def setup(family, seed, batch=2, dtype=torch.float64):
 @given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 300), k=st.integers(1, 5),
        tau=st.sampled_from([0.0, 0.02, 0.05]), greedy=st.booleans(), gen=st.integers(3, 9),
        order=st.sampled_from(ORDERS))
-def test_windows_covering_the_canvas_reproduce_exact_recomputation(family, seed, k, tau, greedy, gen, order):
-    """F4 Tier E: window radius >= L makes every sparse recomputation a full one (same commit order)."""
-    model, prompt, reward = setup(family, seed)
+def test_windows_covering_the_canvas_reproduce_exact_recomputation(small_model, family, seed, k, tau, greedy, gen,
+                                                                   order):
+    """GF4 Tier E: window radius >= L makes every sparse recomputation a full one (same commit order)."""
+    model, prompt, reward = setup(small_model, family, seed)
     params = FastGuideParams(k=k, tau=tau, window=4 + gen, greedy=greedy, order=order)
     kw = dict(gen_length=gen, params=params, guidance=GuidanceParams(steps=1))
     a = exact(model, prompt, reward, ["", ""], generator=torch.Generator().manual_seed(seed), **kw)
@@ -42,8 +40,8 @@ def test_windows_covering_the_canvas_reproduce_exact_recomputation(family, seed,
     assert compare_traces(a.trace, b.trace).same_commit_order and torch.equal(a.canvas, b.canvas)
 
 
-def test_costs_one_full_pass_and_guidance_per_step_plus_sparse_calls():
-    model, prompt, reward = setup("llada", 1)
+def test_costs_one_full_pass_and_guidance_per_step_plus_sparse_calls(small_model):
+    model, prompt, reward = setup(small_model, "llada", 1)
     out = sparse(model, prompt, reward, ["", ""], gen_length=8, params=FastGuideParams(k=4, tau=0.0, window=1),
                  guidance=GuidanceParams(steps=2), generator=torch.Generator().manual_seed(0))
     steps = len(out.trace.steps)
@@ -54,8 +52,8 @@ def test_costs_one_full_pass_and_guidance_per_step_plus_sparse_calls():
     assert 0 < sparse_positions <= steps * 3 * 2 * 6  # each window union holds at most 2 (2w + 1) positions
 
 
-def test_deferral_keeps_unconfident_candidates_masked():
-    model, prompt, reward = setup("dream", 2)
+def test_deferral_keeps_unconfident_candidates_masked(small_model):
+    model, prompt, reward = setup(small_model, "dream", 2)
     eager = sparse(model, prompt, reward, ["", ""], gen_length=8, params=FastGuideParams(k=8, tau=0.0),
                    guidance=GuidanceParams(steps=1), generator=torch.Generator().manual_seed(0))
     strict = sparse(model, prompt, reward, ["", ""], gen_length=8, params=FastGuideParams(k=8, tau=1.0),
@@ -63,10 +61,10 @@ def test_deferral_keeps_unconfident_candidates_masked():
     assert len(eager.trace.steps) == 1 and len(strict.trace.steps) == 8  # tau = 1: only the first commits
 
 
-def test_verification_orders_permute_the_same_candidates():
-    """F1 order (seed 000 Table 8): the first step verifies the same k candidates in the requested order; with
+def test_verification_orders_permute_the_same_candidates(small_model):
+    """GF1 order (seed 000 Table 8): the first step verifies the same k candidates in the requested order; with
     tau = 0 every step commits exactly k (the ablation's setting)."""
-    model, prompt, reward = setup("llada", 4, batch=1)
+    model, prompt, reward = setup(small_model, "llada", 4, batch=1)
     first = {}
     for order in ORDERS:
         out = sparse(model, prompt, reward, [""], gen_length=12, params=FastGuideParams(k=4, tau=0.0, order=order),
@@ -79,8 +77,8 @@ def test_verification_orders_permute_the_same_candidates():
     assert sorted(first["random"]) == sorted(by_confidence)
 
 
-def test_sparse_recomputation_is_tier_a_and_measured():
-    model, prompt, reward = setup("llada", 3, dtype=torch.float32)
+def test_sparse_recomputation_is_tier_a_and_measured(small_model):
+    model, prompt, reward = setup(small_model, "llada", 3, dtype=torch.float32)
     stats = {}
     sparse(model, prompt, reward, ["", ""], gen_length=10, params=FastGuideParams(k=5, tau=0.0, window=1),
            guidance=GuidanceParams(steps=1), generator=torch.Generator().manual_seed(0), measure_tv=True, stats=stats)

@@ -12,27 +12,38 @@ from veridec.guidance.tiny import write_tiny_reward_model
 from veridec.models import random_model
 from veridec.models.tiny import never_predicts_mask
 from veridec.models.tokenizer import char_tokenizer
+from veridec.numerics import assert_close_measured, assert_within_rounding, max_abs, tolerance
 from veridec.reference.guided import best_of_n, generate
 
 
-def linear(vocab=12, dim=5, seed=0):
+def linear(vocab=12, dim=5, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return LinearReward(torch.randn(vocab, dim, generator=g, dtype=torch.float64),
-                        torch.randn(dim, generator=g, dtype=torch.float64))
+    return LinearReward(torch.randn(vocab, dim, generator=g, dtype=torch.float64).to(dtype),
+                        torch.randn(dim, generator=g, dtype=torch.float64).to(dtype))
+
+
+def in_both_precisions(compute):
+    """compute(dtype) -> tensors, run in float32 and in float64 (which measures float32's rounding)."""
+    return compute(torch.float32), compute(torch.float64)
 
 
 def test_one_adam_step_follows_the_closed_form_gradient():
     """G4: with r(e) = sum <w, e_g>, d r / d phi_gv = q_gv ((E w)_v - sum_u q_gu (E w)_u) / T; Adam's first step
     moves phi by lr * g / (|g| + eps) (bias-corrected moments of one gradient)."""
-    reward = linear()
     params = GuidanceParams(method="expectation", steps=1, lr=0.3, temperature=0.7)
-    phi = torch.randn(2, 3, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    masked = torch.ones(2, 3, dtype=torch.bool)
-    r = guidance_vector(reward, phi, torch.zeros(2, 3, dtype=torch.long), masked, params)
-    q = F.softmax(phi / 0.7, dim=-1)
-    ew = reward.embedding @ reward.weight  # [V]
-    grad = q * (ew - (q * ew).sum(-1, keepdim=True)) / 0.7
-    assert torch.allclose(r, 0.3 * grad / (grad.abs() + 1e-8), atol=1e-9)
+
+    def compute(dtype):
+        reward = linear(dtype=dtype)
+        phi = torch.randn(2, 3, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).to(dtype)
+        r = guidance_vector(reward, phi, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool),
+                            params)
+        q = F.softmax(phi / 0.7, dim=-1)
+        ew = reward.embedding @ reward.weight  # [V]
+        grad = q * (ew - (q * ew).sum(-1, keepdim=True)) / 0.7
+        return r, 0.3 * grad / (grad.abs() + 1e-8)
+
+    (r32, closed32), (_, closed64) = in_both_precisions(compute)
+    assert_within_rounding(r32, closed32, closed64, "one Adam step vs its closed form")
 
 
 def test_unmasked_slots_get_no_guidance_and_enter_as_their_tokens():
@@ -44,23 +55,34 @@ def test_unmasked_slots_get_no_guidance_and_enter_as_their_tokens():
 
 
 def test_mixing_weight_at_its_limits():
-    uniform, point = torch.full((1, 1, 8), 1 / 8), F.one_hot(torch.tensor([[3]]), 8).double()
-    assert torch.allclose(mixing_weight(uniform, "entrgi"), torch.ones(1, 1, 1))
-    assert torch.allclose(mixing_weight(point, "entrgi"), torch.zeros(1, 1, 1, dtype=torch.float64))
-    assert (mixing_weight(uniform, "expectation") == 0).all() and (mixing_weight(point, "aps") == 1).all()
+    """EntRGi's w = H(q) / log|V| is 1 at the uniform distribution and 0 at a point mass."""
+    w32, w64 = in_both_precisions(lambda dtype: mixing_weight(torch.full((1, 1, 8), 1 / 8, dtype=dtype), "entrgi"))
+    assert_close_measured(w32, torch.ones(()), tolerance(w32, w64), "w at the uniform distribution")
+    point = F.one_hot(torch.tensor([[3]]), 8).double()
+    assert (mixing_weight(point, "entrgi") == 0).all()
+    assert (mixing_weight(point, "expectation") == 0).all() and (mixing_weight(point, "aps") == 1).all()
 
 
 def test_aps_forward_is_the_sampled_token_with_the_expected_gradient():
-    reward = linear()
-    phi = torch.randn(1, 2, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    """APS (straight-through): the forward value is the sampled token's embedding, the gradient the expected
+    embedding's."""
     params = GuidanceParams(method="aps", top_p=1e-9)  # top-p this small keeps only the most likely token
-    soft = soft_embeddings(phi, reward.embedding, params, torch.Generator().manual_seed(0))
-    assert torch.allclose(soft, reward.embedding[phi.argmax(-1)])
-    soft.sum().backward()
-    expected = F.softmax(phi.detach() / params.temperature, dim=-1) @ reward.embedding
-    phi2 = phi.detach().clone().requires_grad_()
-    (F.softmax(phi2 / params.temperature, dim=-1) @ reward.embedding).sum().backward()
-    assert torch.allclose(phi.grad, phi2.grad) and not torch.allclose(soft.detach(), expected)
+
+    def compute(dtype):
+        reward = linear(dtype=dtype)
+        phi = torch.randn(1, 2, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).to(dtype)
+        phi.requires_grad_()
+        soft = soft_embeddings(phi, reward.embedding, params, torch.Generator().manual_seed(0))
+        soft.sum().backward()
+        phi2 = phi.detach().clone().requires_grad_()
+        expected = F.softmax(phi2 / params.temperature, dim=-1) @ reward.embedding
+        expected.sum().backward()
+        return soft.detach(), reward.embedding[phi.argmax(-1)], expected.detach(), phi.grad, phi2.grad
+
+    (soft, sampled32, expected, grad, grad_expected), (soft64, *_) = in_both_precisions(compute)
+    assert_close_measured(soft, sampled32, tolerance(soft, soft64), "forward value vs the sampled embedding")
+    assert torch.equal(grad, grad_expected)  # the sampled part is detached: the same graph as the expectation's
+    assert max_abs(soft, expected) > 100 * tolerance(soft, soft64)  # and the value is not the expectation
 
 
 @pytest.mark.parametrize("method", ["entrgi", "expectation", "aps"])
@@ -83,10 +105,13 @@ def reward_folder(tmp_path_factory):
 def test_transformers_reward_loads_maps_vocabularies_and_pads_left(reward_folder):
     reward = load_reward_model(reward_folder, char_tokenizer("llada"))
     assert reward.embedding.shape == (100, 32) and (reward.reward_ids >= 0).all()  # identical strings everywhere
+    reward64 = load_reward_model(reward_folder, char_tokenizer("llada"), dtype=torch.float64)
     tokens = torch.randint(0, 90, (2, 6), generator=torch.Generator().manual_seed(0))
-    both = reward.bind(["count 1 2", "hi"]).score_tokens(tokens)
-    alone = [reward.bind([p]).score_tokens(tokens[i:i + 1]) for i, p in enumerate(["count 1 2", "hi"])]
-    assert torch.allclose(both, torch.cat(alone), atol=1e-5)
+    prompts = ["count 1 2", "hi"]
+    alone = {r.table.dtype: torch.cat([r.bind([p]).score_tokens(tokens[i:i + 1]) for i, p in enumerate(prompts)])
+             for r in (reward, reward64)}
+    assert_within_rounding(reward.bind(prompts).score_tokens(tokens), alone[torch.float32], alone[torch.float64],
+                           "a left-padded pair of responses vs each alone")
     embeds = reward.embedding[tokens].clone().requires_grad_()
     reward.bind(["a", "b"]).score(embeds).sum().backward()
     assert embeds.grad.abs().sum() > 0

@@ -1,4 +1,4 @@
-"""O1/O2 measurements (spec/guidance.md O1-O2) on tiny models and an exact oracle."""
+"""GO1/GO2 measurements (spec/guidance.md GO1-GO2) on tiny models and an exact oracle."""
 
 import itertools
 import math

@@ -1,4 +1,4 @@
-"""Token-for-token conformance with the official samplers, run on demand (spec S1.8, S2.6, F4).
+"""Token-for-token conformance with the official samplers, run on demand (spec SQ1.8, SQ2.6, FD4).
 
 The official files are not part of this repository (their code is not ours to ship). Point these variables at
 local copies to run the comparison; otherwise the tests are skipped with that reason:
@@ -10,7 +10,7 @@ local copies to run the comparison; otherwise the tests are skipped with that re
 
 Each test draws random configurations, seeds torch's global RNG identically for both implementations and
 asserts the same canvas with ``ties="torch"`` (the official tie order). The default ``ties="lowest"`` agrees
-except where an exact tie straddles the k-th place (S0.4): for instance a row whose only real tokens are
+except where an exact tie straddles the k-th place (SQ0.4): for instance a row whose only real tokens are
 masks gives every position identical logits.
 """
 
@@ -124,7 +124,7 @@ def test_fastdllm_generate_matches_official():
         torch.manual_seed(seed)
         try:
             want, nfe = off.generate(model, prompt, **kw)
-        except IndexError:  # the official quota loop crashes when the model proposes the mask token (F3)
+        except IndexError:  # the official quota loop crashes when the model proposes the mask token (FD3)
             continue
         torch.manual_seed(seed)
         got = fastdllm_generate(model, prompt, ties="torch", **kw)
@@ -202,7 +202,7 @@ def test_fastdllm_cached_generate_matches_official():
             torch.manual_seed(seed)
             try:
                 want, nfe = theirs(FastDLLMCacheAdapter(model), prompt, **kw)
-            except IndexError:  # the official quota loop runs out of schedule (F3)
+            except IndexError:  # the official quota loop runs out of schedule (FD3)
                 continue
             torch.manual_seed(seed)
             got = ours(model, prompt, ties="torch", legacy_loop=legacy, **kw)

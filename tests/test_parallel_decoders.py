@@ -1,7 +1,7 @@
 """Every parallel rule through the reference and optimized decoders (spec/parallel.md P11-P12).
 
 Tier E: optimized without cache == reference (same commit order, canvas and counters); in a one-layer model
-the prefix and dual caches == reference (stale K/V cannot differ, F7); a left-padded batch == each row alone.
+the prefix and dual caches == reference (stale K/V cannot differ, FD7); a left-padded batch == each row alone.
 """
 
 import pytest
@@ -11,14 +11,12 @@ from hypothesis import strategies as st
 
 from veridec.compare import compare_traces
 from veridec.models import random_model
-from veridec.models.tiny import never_predicts_mask
 from veridec.oracles import HMMOracle
 from veridec.optimized.parallel import decode as optimized
 from veridec.reference.parallel import decode as reference
 from veridec.rules.parallel import DAPD, KLASS
 from veridec.rules.presets import PRESETS
 
-SIZES = dict(dtype=torch.float64, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
 NAMES = sorted(PRESETS)
 
 
@@ -41,8 +39,9 @@ def assert_same(a, b):
 @given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
        lengths=st.lists(st.integers(1, 6), min_size=1, max_size=3), blocks=st.integers(1, 3),
        block_length=st.sampled_from([1, 2, 3, 5]), temperature=st.sampled_from([0.0, 0.0, 0.8]))
-def test_optimized_without_cache_is_the_reference(name, family, seed, lengths, blocks, block_length, temperature):
-    model = never_predicts_mask(random_model(family, seed % 3, num_layers=2, **SIZES))
+def test_optimized_without_cache_is_the_reference(small_model, name, family, seed, lengths, blocks, block_length,
+                                                  temperature):
+    model = small_model(family, seed % 3, num_layers=2)
     prompt, mask = left_padded(lengths, seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length,
               temperature=temperature)
@@ -53,22 +52,23 @@ def test_optimized_without_cache_is_the_reference(name, family, seed, lengths, b
 
 
 @settings(max_examples=25)
-@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["prefix", "dual"]),
+@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]),
+       cache=st.sampled_from(["prefix", "dual"]),
        seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5))
-def test_one_layer_caches_are_exact_for_every_rule(name, family, cache, seed, blocks, block_length):
+def test_one_layer_caches_are_exact_for_every_rule(small_model, name, family, cache, seed, blocks, block_length):
     """P12. KLASS on the dual cache is the exception (below): its history sees the suffix only at refreshes."""
     assume(not (cache == "dual" and name.startswith("klass")))
-    model = never_predicts_mask(random_model(family, seed % 5, num_layers=1, **SIZES))
+    model = small_model(family, seed % 5, num_layers=1)
     prompt, mask = left_padded([4, 2], seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length)
     assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))
 
 
-def test_klass_history_on_the_dual_cache_differs_from_the_reference():
+def test_klass_history_on_the_dual_cache_differs_from_the_reference(small_model):
     """The dual cache never computes the suffix between refreshes, so KLASS's KL history of the next block's
     positions spans a whole block there, one step in the reference: exact in one layer only for the prefix
     cache (which recomputes the suffix every step)."""
-    model = never_predicts_mask(random_model("llada", 56 % 5, num_layers=1, **SIZES))
+    model = small_model("llada", 56 % 5, num_layers=1)
     prompt = torch.randint(0, 90, (2, 4), generator=torch.Generator().manual_seed(56))
     kw = dict(rule=KLASS(confidence=0.05, kl_threshold=0.05, history=1), gen_length=12, block_length=4)
     ref = reference(model, prompt, **kw)
@@ -78,8 +78,8 @@ def test_klass_history_on_the_dual_cache_differs_from_the_reference():
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 @pytest.mark.parametrize("name", ["localleap", "klass-hq", "eb-hq", "dapd-hq", "factor"])
-def test_left_padded_batch_equals_single_rows(cache, name):
-    model = never_predicts_mask(random_model("dream", 3, num_layers=2, **SIZES))
+def test_left_padded_batch_equals_single_rows(small_model, cache, name):
+    model = small_model("dream", 3, num_layers=2)
     prompt, mask = left_padded([6, 2, 4], 7)
     kw = dict(rule=PRESETS[name], cache=cache, gen_length=8, block_length=4)
     batch = optimized(model, prompt, mask, **kw)
@@ -89,9 +89,9 @@ def test_left_padded_batch_equals_single_rows(cache, name):
         assert batch.trace.commit_order(i) == [{(p + 6 - n, t) for p, t in s} for s in alone.trace.commit_order(0)]
 
 
-def test_cached_counters_count_windows_for_dream():
+def test_cached_counters_count_windows_for_dream(small_model):
     """Dream's window starts one position left (the query scoring the block's first token)."""
-    model = never_predicts_mask(random_model("dream", 2, num_layers=2, **SIZES))
+    model = small_model("dream", 2, num_layers=2)
     prompt, _ = left_padded([3, 3], 1)
     out = optimized(model, prompt, rule=PRESETS["sequential"], cache="dual", gen_length=8, block_length=4)
     assert out.trace.counters.full_forwards == 2
@@ -120,9 +120,9 @@ def test_bad_decode_arguments(kw, message):
         optimized(random_model("llada", 0), torch.zeros(1, 2, dtype=torch.long), **args)
 
 
-def test_masks_inside_the_prompt_count_toward_the_step_budget():
+def test_masks_inside_the_prompt_count_toward_the_step_budget(small_model):
     """Prompt masks are candidates too (P11): a block may take one step per mask before its end, no stall."""
-    model = never_predicts_mask(random_model("llada", 0, **SIZES))
+    model = small_model("llada", 0)
     g = torch.Generator().manual_seed(3)
     prompt = torch.randint(0, 90, (1, 12), generator=g)
     prompt[0, torch.randperm(12, generator=g)[:11]] = model.special.mask_id

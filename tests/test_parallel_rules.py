@@ -147,7 +147,7 @@ def test_bad_hyperparameters_name_the_allowed_range(make, message):
 
 
 def test_certified_rules_keep_the_prefix_the_general_certificate_allows():
-    """C1: errors in confidence order; a prefix of k commits while sum(e) + max(e) < 1."""
+    """TC1: errors in confidence order; a prefix of k commits while sum(e) + max(e) < 1."""
     conf = [0.9, 0.8, 0.7, 0.6]  # errors 0.1, 0.2, 0.3, 0.4: prefixes 0.2, 0.5, 0.9, 1.4
     assert committed(Threshold(0.5), conf) == [0, 1, 2, 3]
     assert committed(Threshold(0.5, certified=True), conf) == [0, 1, 2]

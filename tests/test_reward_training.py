@@ -1,22 +1,26 @@
 """The shipped reward model's training script (spec/guidance.md G3b): labels, input layout, a tiny end-to-end run."""
 
+import copy
 import random
 
 import pytest
 import torch
 
-from veridec import corpus
+from veridec.harness import corpus
+from veridec.harness.workloads import corpus_cases
 from veridec.guidance import load_reward_model
 from veridec.guidance.tiny import tiny_reward_model
-from veridec.harness import train_reward
+from veridec.harness.training import reward as train_reward
 from veridec.models.shipped import load_model
+from veridec.numerics import assert_within_rounding
 
 
 def test_labels_are_the_checkers_validity_of_the_written_lines():
     dllm = load_model("default")
     rng = random.Random(0)
     for _ in range(20):
-        prompt, rest = train_reward.corpus_prompts(1, rng)[0]
+        document, prompt, _ = corpus_cases(1, rng)[0]
+        rest = document[len(prompt):]
         ids = dllm.tokenizer(rest)["input_ids"] + [dllm.special.eos_id] * 8
         assert train_reward.response_validity(dllm, prompt, ids) == 1.0  # the true continuation
         example = train_reward.edited(dllm, train_reward.Example(prompt, tuple(ids), 1.0), rng)
@@ -42,9 +46,11 @@ def test_training_inputs_are_what_score_tokens_scores():
     rng = random.Random(1)
     examples = [train_reward.continuation(dllm, rng) for _ in range(3)]
     batch = model(*inputs(examples)).logits[:, 0]
-    for example, score in zip(examples, batch):
-        alone = inputs.scorer.bind([example.prompt]).score_tokens(torch.tensor([example.response]))
-        assert torch.allclose(alone, score, atol=1e-5)
+    inputs64 = train_reward.Inputs(copy.deepcopy(model).double(), tokenizer, dllm.tokenizer)
+    scorers = {torch.float32: inputs.scorer, torch.float64: inputs64.scorer}
+    alone = {dtype: torch.cat([scorer.bind([e.prompt]).score_tokens(torch.tensor([e.response])) for e in examples])
+             for dtype, scorer in scorers.items()}
+    assert_within_rounding(batch, alone[torch.float32], alone[torch.float64], "training batch vs score_tokens")
 
 
 def test_a_tiny_run_writes_a_loadable_reward_folder(tmp_path):

@@ -7,8 +7,7 @@ from hypothesis import strategies as st
 
 from veridec.compare import compare_traces
 from veridec.models import random_model
-from veridec.models.tiny import never_predicts_mask
-from veridec.numerics import tolerance
+from veridec.numerics import assert_within_rounding, max_abs, tolerance
 from veridec.optimized.packed import packed_window_logits, stacked_canvas_logits
 from veridec.optimized.parallel import decode as optimized
 from veridec.optimized.speculative import decode as speculative
@@ -16,11 +15,8 @@ from veridec.reference.parallel import decode as reference
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import KLASS, LocalLeap, Threshold, TopK
 
-SIZES = dict(hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)
-
-
-def cached_window(family, dtype, seed=0):
-    model = random_model(family, seed, dtype=dtype, **SIZES)
+def cached_window(model, seed=0):
+    """A left-padded canvas in the model's cache, a block window [9, 16) and four versions of it."""
     x = torch.randint(0, 90, (2, 21), generator=torch.Generator().manual_seed(seed))
     mask = torch.ones_like(x)
     mask[1, :4] = 0
@@ -29,43 +25,50 @@ def cached_window(family, dtype, seed=0):
     fed = torch.arange(start - model.logit_shift, end).expand(2, -1)
     branches = torch.stack([x[:, start - model.logit_shift:end].clone() for _ in range(4)])
     branches[1, :, 2], branches[2, :, 3:5], branches[3, :, -1] = 5, 7, 11
-    return model, cache, branches, fed
+    return cache, branches, fed
 
 
 def one_by_one(model, cache, branches, fed):
     return torch.stack([model.forward_cached(b, fed, cache.clone()).logits for b in branches])
 
 
+def both_precisions(small_model, family, seed=0):
+    return [small_model(family, seed, dtype=dtype, predicts_mask=True) for dtype in (torch.float32, torch.float64)]
+
+
 @pytest.mark.parametrize("family", ["llada", "dream"])
-def test_packed_branches_equal_one_forward_per_branch(family):
-    """V1: float64 equal within rounding; float32 within the measured tolerance (float32 vs float64 error)."""
-    model64, cache64, branches, fed = cached_window(family, torch.float64)
-    packed64, single64 = packed_window_logits(model64, branches, fed, cache64), one_by_one(model64, cache64, branches, fed)
-    assert (packed64 - single64).abs().max() < 1e-12
-    model32, cache32, _, _ = cached_window(family, torch.float32)
-    packed32 = packed_window_logits(model32, branches, fed, cache32)
-    single32 = one_by_one(model32, cache32, branches, fed)
-    assert (packed32.double() - single32.double()).abs().max() <= tolerance(single32, single64)
+def test_packed_branches_equal_one_forward_per_branch(small_model, family):
+    """SPV1: the packed call gives each branch what its own dual-cache forward gives, within the float32
+    rounding measured against a float64 rerun."""
+    (packed32, single32), (_, single64) = [
+        (packed_window_logits(model, branches, fed, cache), one_by_one(model, cache, branches, fed))
+        for model in both_precisions(small_model, family) for cache, branches, fed in [cached_window(model)]]
+    assert_within_rounding(packed32, single32, single64, "packed branches vs one forward per branch")
 
 
-def test_packing_is_permutation_equivariant_ignores_junk_and_leaves_the_cache_untouched():
-    model, cache, branches, fed = cached_window("llada", torch.float64, seed=3)
-    before = [t.clone() for t in cache.keys + cache.values]
-    base = packed_window_logits(model, branches, fed, cache)
-    order = torch.tensor([2, 0, 3, 1])
-    assert torch.allclose(packed_window_logits(model, branches[order], fed, cache), base[order], atol=1e-12)
-    junk = torch.randint(0, 90, branches[:2].shape, generator=torch.Generator().manual_seed(9))
-    with_junk = packed_window_logits(model, torch.cat([branches, junk]), fed, cache)
-    assert torch.allclose(with_junk[:4], base, atol=1e-12)
-    assert all(torch.equal(a, b) for a, b in zip(before, cache.keys + cache.values))
+def test_packing_is_permutation_equivariant_ignores_junk_and_leaves_the_cache_untouched(small_model):
+    results = []
+    for model in both_precisions(small_model, "llada", seed=3):
+        cache, branches, fed = cached_window(model, seed=3)
+        before = [t.clone() for t in cache.keys + cache.values]
+        base = packed_window_logits(model, branches, fed, cache)
+        order = torch.tensor([2, 0, 3, 1])
+        permuted = packed_window_logits(model, branches[order], fed, cache)
+        junk = torch.randint(0, 90, branches[:2].shape, generator=torch.Generator().manual_seed(9))
+        with_junk = packed_window_logits(model, torch.cat([branches, junk]), fed, cache)[:4]
+        assert all(torch.equal(a, b) for a, b in zip(before, cache.keys + cache.values))
+        results.append((base, permuted[order.argsort()], with_junk))
+    (base32, permuted32, junk32), (base64, _, _) = results
+    assert_within_rounding(permuted32, base32, base64, "permuted branches")
+    assert_within_rounding(junk32, base32, base64, "branches packed beside junk ones")
 
 
-def test_stacked_canvases_equal_single_forwards():
-    model = random_model("dream", 0, dtype=torch.float64, **SIZES)
+def test_stacked_canvases_equal_single_forwards(small_model):
     canvases = torch.randint(0, 90, (3, 1, 12), generator=torch.Generator().manual_seed(1))
-    stacked = stacked_canvas_logits(model, canvases, None)
-    for k in range(3):
-        assert torch.allclose(stacked[k], model(canvases[k]).logits, atol=1e-12)
+    (stacked32, single32), (_, single64) = [
+        (stacked_canvas_logits(model, canvases, None), torch.stack([model(c).logits for c in canvases]))
+        for model in both_precisions(small_model, "dream")]
+    assert_within_rounding(stacked32, single32, single64, "stacked canvases vs one forward each")
 
 
 def test_draft_tree_node_counts_match_seed_001():
@@ -77,7 +80,8 @@ def test_draft_tree_node_counts_match_seed_001():
     assert token == [[(10, 1)], [(10, 1), (11, 3)], [(10, 2)]]
 
 
-BASES = {"none": lambda m, p, **kw: reference(m, p, **kw), "dual": lambda m, p, **kw: optimized(m, p, cache="dual", **kw)}
+BASES = {"none": lambda m, p, **kw: reference(m, p, **kw),
+         "dual": lambda m, p, **kw: optimized(m, p, cache="dual", **kw)}
 
 
 @settings(max_examples=30)
@@ -86,10 +90,10 @@ BASES = {"none": lambda m, p, **kw: reference(m, p, **kw), "dual": lambda m, p, 
        shape=st.sampled_from([(1, 1), (1, 3), (2, 2), (3, 3), (2, 4)]), seed=st.integers(0, 500),
        prompt_length=st.integers(1, 6), blocks=st.integers(1, 2), block_length=st.sampled_from([5, 6, 8]),
        alternatives=st.sampled_from(["position", "token"]))
-def test_speculation_reproduces_its_base_decoder(family, cache, rule, shape, seed, prompt_length, blocks, block_length,
-                                                 alternatives):
-    """S3: same commit order and canvas as R under the same cache policy, in no more forwards."""
-    model = never_predicts_mask(random_model(family, seed % 4, dtype=torch.float64, **SIZES))
+def test_speculation_reproduces_its_base_decoder(small_model, family, cache, rule, shape, seed, prompt_length, blocks,
+                                                 block_length, alternatives):
+    """SP3: same commit order and canvas as R under the same cache policy, in no more forwards."""
+    model = small_model(family, seed % 4)
     prompt = torch.randint(0, 90, (1, prompt_length), generator=torch.Generator().manual_seed(seed))
     kw = dict(rule=rule, gen_length=blocks * block_length, block_length=block_length)
     base = BASES[cache](model, prompt, **kw)
@@ -97,6 +101,46 @@ def test_speculation_reproduces_its_base_decoder(family, cache, rule, shape, see
     assert compare_traces(base.trace, spec.trace).same_commit_order
     assert torch.equal(base.canvas, spec.canvas)
     assert spec.trace.counters.model_calls <= base.trace.counters.model_calls
+
+
+class CountingModel:
+    """Counts what a decoder asks of the model, independently of its trace: every call, full forwards (a forward
+    or prefill of whole canvases) and the query positions fed (spec N8)."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.full, self.positions = model, 0, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, x, attention_mask=None, **kw):
+        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
+        return self.model(x, attention_mask, **kw)
+
+    def prefill(self, x, *args, **kw):
+        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
+        return self.model.prefill(x, *args, **kw)
+
+    def forward_cached(self, tokens, *args, **kw):
+        self.calls, self.positions = self.calls + 1, self.positions + tokens.numel()
+        return self.model.forward_cached(tokens, *args, **kw)
+
+
+@pytest.mark.parametrize("cache, lookahead", [("none", 0), ("dual", 0), ("dual", 1)])
+def test_verification_costs_are_counted_call_by_call(small_model, cache, lookahead):
+    """SPV3: ``model_calls`` counts every call, ``query_positions`` every query position fed (a packed dual
+    verification K·Q, a stacked no-cache one K·L), ``full_forwards`` only whole-canvas forwards."""
+    counting = CountingModel(small_model("dream", 1))
+    prompt = torch.randint(0, 90, (1, 3), generator=torch.Generator().manual_seed(1))
+    out = speculative(counting, prompt, rule=Threshold(0.1), cache=cache, width=2, depth=2, lookahead=lookahead,
+                      gen_length=12, block_length=6)
+    counters = out.trace.counters
+    if cache == "none":  # some call stacked several canvases
+        assert counting.positions > counting.calls * out.canvas.shape[1]
+    else:  # cached verification calls happened
+        assert counting.calls > counting.full
+    assert (counters.model_calls, counters.full_forwards, counters.query_positions) == \
+        (counting.calls, counting.full, counting.positions)
 
 
 def test_the_chain_saves_forwards_on_the_trained_model():
@@ -141,9 +185,9 @@ def test_batches_and_oversized_packs_are_refused():
 
 
 def test_inter_block_speculation_is_tier_a_within_its_recorded_bound():
-    """S4: lookahead commits next-block tokens before R's refresh (drift); measured on the default model:
+    """SP4: lookahead commits next-block tokens before R's refresh (drift); measured on the default model:
     token match vs R 1.0 with 6 of 6 prompts (2026-11-30), recorded bound 0.95; block decisions stay R's."""
-    from veridec.harness.exactness import prompts_for, single_prompts
+    from veridec.harness.workloads import prompts_for, single_prompts
     from veridec.models.shipped import load_model
 
     model = load_model("default")
@@ -160,18 +204,22 @@ def test_inter_block_speculation_is_tier_a_within_its_recorded_bound():
 
 
 @pytest.mark.parametrize("family", ["llada", "dream"])
-def test_widened_windows_leave_the_block_queries_unchanged(family):
-    """V1 with lookahead_from = e: queries before e get the plain window's logits (R's), queries after see
+def test_widened_windows_leave_the_block_queries_unchanged(small_model, family):
+    """SPV1 with lookahead_from = e: queries before e get the plain window's logits (R's), queries after see
     their branch's fresh keys."""
-    model = random_model(family, 2, dtype=torch.float64, **SIZES)
     x = torch.randint(0, 90, (1, 24), generator=torch.Generator().manual_seed(2))
-    _, cache = model.prefill(x)
-    start, end, stop, shift = 8, 13, 19, model.logit_shift
-    branches = torch.stack([x[:, start - shift:stop].clone() for _ in range(3)])
-    branches[1, :, 2], branches[2, :, -2] = 4, 9
-    narrow = packed_window_logits(model, branches[:, :, :end - start + shift], torch.arange(start - shift, end)[None],
-                                  cache)
-    wide = packed_window_logits(model, branches, torch.arange(start - shift, stop)[None], cache, lookahead_from=end)
-    assert (wide[:, :, :end - start + shift] - narrow).abs().max() < 1e-12
-    plain = packed_window_logits(model, branches, torch.arange(start - shift, stop)[None], cache)
-    assert (plain[:, :, :end - start + shift] - narrow).abs().max() > 1e-6  # without the split they differ
+    results = []
+    for model in both_precisions(small_model, family, seed=2):
+        _, cache = model.prefill(x)
+        start, end, stop, shift = 8, 13, 19, model.logit_shift
+        branches = torch.stack([x[:, start - shift:stop].clone() for _ in range(3)])
+        branches[1, :, 2], branches[2, :, -2] = 4, 9
+        block = slice(0, end - start + shift)
+        narrow = packed_window_logits(model, branches[:, :, block], torch.arange(start - shift, end)[None], cache)
+        wide = packed_window_logits(model, branches, torch.arange(start - shift, stop)[None], cache,
+                                    lookahead_from=end)
+        plain = packed_window_logits(model, branches, torch.arange(start - shift, stop)[None], cache)
+        results.append((wide[:, :, block], narrow, plain[:, :, block]))
+    (wide32, narrow32, plain32), (_, narrow64, _) = results
+    assert_within_rounding(wide32, narrow32, narrow64, "the block's queries in a widened window")
+    assert max_abs(plain32, narrow32) > 100 * tolerance(narrow32, narrow64)  # without the split they differ

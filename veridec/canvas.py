@@ -1,4 +1,4 @@
-"""The starting canvas every decoder builds: the prompt, then masks (spec S1.1, S2.1); left-padded batches."""
+"""The starting canvas every decoder builds: the prompt, then masks (spec SQ1.1, SQ2.1); left-padded batches."""
 
 from __future__ import annotations
 

@@ -26,5 +26,15 @@ def tolerance(low: torch.Tensor, high: torch.Tensor) -> float:
 
 
 def assert_close_measured(actual: torch.Tensor, expected: torch.Tensor, tol: float, what: str) -> None:
+    """Print the worst difference and the tolerance, then assert it holds."""
     err = max_abs(actual, expected)
+    print(f"{what}: max abs error {err:.3e}, measured tolerance {tol:.3e}")
     assert err <= tol, f"{what}: max abs error {err:.3e} exceeds the measured tolerance {tol:.3e}"
+
+
+def assert_within_rounding(actual: torch.Tensor, expected: torch.Tensor, expected64: torch.Tensor, what: str) -> None:
+    """flash-attention's test: a float32 result ``actual`` may differ from the float32 reference ``expected`` by
+    the tolerance measured from that reference against its float64 rerun ``expected64``."""
+    assert_close_measured(actual, expected, tolerance(expected, expected64), what)
+
+

@@ -1,4 +1,4 @@
-"""Decode traces: what every decoder returns next to its canvas (spec/sequential.md S0).
+"""Decode traces: what every decoder returns next to its canvas (spec/sequential.md SQ0).
 
 Per step and batch row: the positions committed (mask -> token), their tokens, their confidences, the logit
 margin top1 - top2 of the token choice at each, and the selection gap (confidence of the weakest committed

@@ -1,4 +1,4 @@
-"""FastGuide's hybrid step, the part shared by the exact and the sparse decoders (spec/guidance.md F1-F4).
+"""FastGuide's hybrid step, the part shared by the exact and the sparse decoders (spec/guidance.md GF1-GF4).
 
 Per step: one full guided pass (dLLM logits l_0 and guidance r_0); the k most confident masked response slots
 under softmax(l_0 + r_0) are the candidates a_1..a_k (ties to the lowest slot); a_1 is sampled from the

@@ -1,4 +1,4 @@
-"""The guided token choice shared by sequential guided decoding and FastGuide (spec/guidance.md G6, F1): which
+"""The guided token choice shared by sequential guided decoding and FastGuide (spec/guidance.md G6, GF1): which
 masked slot is most confident under the guided logits, and which token it takes."""
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The reward model shipped inside the package: a tiny Qwen3ForSequenceClassification trained by
-``python -m veridec.harness.train_reward`` to predict the corpus checkers' validity of a response."""
+``python -m veridec.harness.training.reward`` to predict the corpus checkers' validity of a response."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .reward import TransformersReward, load_reward_model
@@ -14,6 +13,3 @@ REWARD_FOLDER = Path(__file__).resolve().parent.parent / "assets" / "reward"
 def load_default_reward(dllm_tokenizer) -> TransformersReward:
     return load_reward_model(REWARD_FOLDER, dllm_tokenizer)
 
-
-def reward_training_report() -> dict:
-    return json.loads((REWARD_FOLDER / "training_report.json").read_text())

@@ -1,4 +1,9 @@
-"""Mask predictors: the bidirectional transformer (LLaDA / Dream layouts) and its loader."""
+"""Mask predictors (spec/models.md): the interface every decoder uses (``interface``), the bidirectional
+transformer with its K/V cache API (``transformer``, ``layers``), the LLaDA and Dream checkpoint layouts and the
+loader (``layouts``, ``checkpoint``), tokenizers, tiny random models and the shipped models.
+
+The lowest room of the shared floor: imports only torch, safetensors, tokenizers and transformers (and the
+oracles, for the shipped HMM world); everything else imports it."""
 
 from .checkpoint import load_pretrained, save_pretrained
 from .interface import MaskPredictor, PredictorOutput, SpecialTokens, query_positions, realign_shifted

@@ -107,7 +107,8 @@ def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path) -> Sp
     if mask_id is None and tokenizer is not None:
         mask_id = tokenizer.mask_token_id
     if mask_id is None:
-        raise ValueError(f"{folder / 'config.json'}: no mask token (mask_token_id is missing and the tokenizer has none)")
+        raise ValueError(f"{folder / 'config.json'}: no mask token (mask_token_id is missing and the tokenizer "
+                         "has none)")
     eos_id = _first(config.get("eos_token_id")) if config.get("eos_token_id") is not None else (
         tokenizer.eos_token_id if tokenizer is not None else None)
     eot_id = None
@@ -148,7 +149,8 @@ def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch
         tensor = handles[files[official]].get_tensor(official)
         want = tuple(expected[internal].shape)
         if tuple(tensor.shape) != want:
-            raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config implies {want}")
+            raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config "
+                             f"implies {want}")
         state[internal] = tensor.to(device=device, dtype=dtype or tensor.dtype)
     return state
 

@@ -48,7 +48,8 @@ def _reject(config: dict, checks: dict[str, object], family: str):
     """Refuse configs that ask for features this implementation does not have (never run them silently)."""
     for key, allowed in checks.items():
         if key in config and config[key] not in (allowed if isinstance(allowed, tuple) else (allowed,)):
-            raise ValueError(f"config.json: {family} option {key}={config[key]!r} is not supported (allowed: {allowed!r})")
+            raise ValueError(f"config.json: {family} option {key}={config[key]!r} is not supported "
+                             f"(allowed: {allowed!r})")
 
 
 def _llada_to_config(c: dict) -> TransformerConfig:
@@ -111,53 +112,44 @@ def _dream_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
     }
 
 
+# Internal state_dict suffix -> (LLaDA's official name, Dream's), per layer ("{i}" is the layer index) and global.
+LAYER_NAMES = {
+    "attn_norm.weight": ("model.transformer.blocks.{i}.attn_norm.weight", "model.layers.{i}.input_layernorm.weight"),
+    "attn.q.weight": ("model.transformer.blocks.{i}.q_proj.weight", "model.layers.{i}.self_attn.q_proj.weight"),
+    "attn.k.weight": ("model.transformer.blocks.{i}.k_proj.weight", "model.layers.{i}.self_attn.k_proj.weight"),
+    "attn.v.weight": ("model.transformer.blocks.{i}.v_proj.weight", "model.layers.{i}.self_attn.v_proj.weight"),
+    "attn.q.bias": ("model.transformer.blocks.{i}.q_proj.bias", "model.layers.{i}.self_attn.q_proj.bias"),
+    "attn.k.bias": ("model.transformer.blocks.{i}.k_proj.bias", "model.layers.{i}.self_attn.k_proj.bias"),
+    "attn.v.bias": ("model.transformer.blocks.{i}.v_proj.bias", "model.layers.{i}.self_attn.v_proj.bias"),
+    "attn.o.weight": ("model.transformer.blocks.{i}.attn_out.weight", "model.layers.{i}.self_attn.o_proj.weight"),
+    "mlp_norm.weight": ("model.transformer.blocks.{i}.ff_norm.weight",
+                        "model.layers.{i}.post_attention_layernorm.weight"),
+    "mlp.gate.weight": ("model.transformer.blocks.{i}.ff_proj.weight", "model.layers.{i}.mlp.gate_proj.weight"),
+    "mlp.up.weight": ("model.transformer.blocks.{i}.up_proj.weight", "model.layers.{i}.mlp.up_proj.weight"),
+    "mlp.down.weight": ("model.transformer.blocks.{i}.ff_out.weight", "model.layers.{i}.mlp.down_proj.weight"),
+}
+GLOBAL_NAMES = {
+    "embed.weight": ("model.transformer.wte.weight", "model.embed_tokens.weight"),
+    "final_norm.weight": ("model.transformer.ln_f.weight", "model.norm.weight"),
+    "lm_head.weight": ("model.transformer.ff_out.weight", "lm_head.weight"),
+}
+
+
+def _column(table: dict[str, tuple[str, str]], index: int) -> dict[str, str]:
+    return {internal: names[index] for internal, names in table.items()}
+
+
 LLADA = Layout(
     family="llada", model_types=("llada",), logit_shift=0, eot_token="<|eot_id|>",
     default_special=SpecialTokens(mask_id=126336, eos_id=126081, eot_id=126348, pad_id=126081),
-    layer_names={
-        "attn_norm.weight": "model.transformer.blocks.{i}.attn_norm.weight",
-        "attn.q.weight": "model.transformer.blocks.{i}.q_proj.weight",
-        "attn.k.weight": "model.transformer.blocks.{i}.k_proj.weight",
-        "attn.v.weight": "model.transformer.blocks.{i}.v_proj.weight",
-        "attn.q.bias": "model.transformer.blocks.{i}.q_proj.bias",
-        "attn.k.bias": "model.transformer.blocks.{i}.k_proj.bias",
-        "attn.v.bias": "model.transformer.blocks.{i}.v_proj.bias",
-        "attn.o.weight": "model.transformer.blocks.{i}.attn_out.weight",
-        "mlp_norm.weight": "model.transformer.blocks.{i}.ff_norm.weight",
-        "mlp.gate.weight": "model.transformer.blocks.{i}.ff_proj.weight",
-        "mlp.up.weight": "model.transformer.blocks.{i}.up_proj.weight",
-        "mlp.down.weight": "model.transformer.blocks.{i}.ff_out.weight",
-    },
-    global_names={
-        "embed.weight": "model.transformer.wte.weight",
-        "final_norm.weight": "model.transformer.ln_f.weight",
-        "lm_head.weight": "model.transformer.ff_out.weight",
-    },
+    layer_names=_column(LAYER_NAMES, 0), global_names=_column(GLOBAL_NAMES, 0),
     to_config=_llada_to_config, from_config=_llada_from_config,
 )
 
 DREAM = Layout(
     family="dream", model_types=("Dream", "dream", "qwen2"), logit_shift=1, eot_token="<|im_end|>",
     default_special=SpecialTokens(mask_id=151666, eos_id=151643, eot_id=151645, pad_id=151643),
-    layer_names={
-        "attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
-        "attn.q.weight": "model.layers.{i}.self_attn.q_proj.weight",
-        "attn.k.weight": "model.layers.{i}.self_attn.k_proj.weight",
-        "attn.v.weight": "model.layers.{i}.self_attn.v_proj.weight",
-        "attn.q.bias": "model.layers.{i}.self_attn.q_proj.bias",
-        "attn.k.bias": "model.layers.{i}.self_attn.k_proj.bias",
-        "attn.v.bias": "model.layers.{i}.self_attn.v_proj.bias",
-        "attn.o.weight": "model.layers.{i}.self_attn.o_proj.weight",
-        "mlp_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
-        "mlp.gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
-        "mlp.up.weight": "model.layers.{i}.mlp.up_proj.weight",
-        "mlp.down.weight": "model.layers.{i}.mlp.down_proj.weight",
-    },
-    global_names={
-        "embed.weight": "model.embed_tokens.weight",
-        "final_norm.weight": "model.norm.weight",
-        "lm_head.weight": "lm_head.weight",
-    },
+    layer_names=_column(LAYER_NAMES, 1), global_names=_column(GLOBAL_NAMES, 1),
     to_config=_dream_to_config, from_config=_dream_from_config,
 )
 

@@ -1,6 +1,6 @@
 """The models shipped inside the package, so every command runs offline.
 
-- ``default``: a 4-layer LLaDA-layout dLLM trained on the task corpus (veridec.corpus);
+- ``default``: a 4-layer LLaDA-layout dLLM trained on the task corpus (veridec.harness.corpus);
 - ``hmm``: the same architecture trained on samples of a fixed HMM, shipped with that HMM (``hmm.json``), so
   outputs can be scored by their exact log-likelihood under the true HMM.
 """

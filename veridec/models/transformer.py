@@ -172,7 +172,8 @@ class BidirectionalTransformer(nn.Module):
         if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
             raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
         rope = positions - cache.rope_offset[:, None]  # [B, Q]
-        key_mask = cache.key_mask if write else torch.cat([cache.key_mask, torch.ones_like(tokens, dtype=torch.bool)], 1)
+        fresh = torch.ones_like(tokens, dtype=torch.bool)  # [B, Q] the queries' own keys (write=False)
+        key_mask = cache.key_mask if write else torch.cat([cache.key_mask, fresh], 1)
         return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
                                 slots=positions if write else None, output_attentions=output_attentions)
 

@@ -25,7 +25,7 @@ class StepResult(NamedTuple):
 
 # ------------------------------------------------------------------------------------------ the proposal
 class Proposal(NamedTuple):
-    """A step's proposed tokens (spec/sequential.md S1.4): x̂ = argmax of the Gumbel-perturbed logits."""
+    """A step's proposed tokens (spec/sequential.md SQ1.4): x̂ = argmax of the Gumbel-perturbed logits."""
 
     noisy: torch.Tensor  # [B, W, V] the perturbed scores (the logits tensor itself at temperature 0)
     tokens: torch.Tensor  # [B, W] x̂, first maximum on ties
@@ -35,7 +35,7 @@ class Proposal(NamedTuple):
 def gumbel_noisy_logits(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None):
     """LLaDA's Gumbel-max in float64: exp(l) / (-log u)^T, u ~ U(0, 1) of shape [..., V]; argmax samples
     softmax(l / T). Temperature 0 returns ``logits`` itself (the same tensor object, as the official code:
-    spec/sequential.md S1.6 relies on it)."""
+    spec/sequential.md SQ1.6 relies on it)."""
     if temperature == 0:
         return logits
     logits = logits.to(torch.float64)
@@ -55,7 +55,7 @@ def token_probability(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor
 
 
 def remasking_score(token_probs: torch.Tensor, remasking: str, generator: torch.Generator | None = None):
-    """What candidates are ranked by (S1.6): p(x̂) ("low_confidence") or one U(0, 1) draw per position
+    """What candidates are ranked by (SQ1.6): p(x̂) ("low_confidence") or one U(0, 1) draw per position
     ("random"), [B, W]."""
     if remasking == "low_confidence":
         return token_probs
@@ -64,7 +64,7 @@ def remasking_score(token_probs: torch.Tensor, remasking: str, generator: torch.
 
 # --------------------------------------------------------------------------------- counts and selection
 def quota(masks: torch.Tensor, steps: int, index) -> torch.Tensor:
-    """LLaDA's tokens per step (spec/sequential.md S1.3): k_i = floor(M / S) + [i < M mod S] for M masks
+    """LLaDA's tokens per step (spec/sequential.md SQ1.3): k_i = floor(M / S) + [i < M mod S] for M masks
     spread over S steps; ``index`` i an int or a tensor that broadcasts against ``masks``."""
     masks = masks.long()
     return masks // steps + (index < masks % steps).long()
@@ -147,7 +147,7 @@ def check_range(name: str, value, low=None, high=None, low_open=False, high_open
 
 
 def check_blocks(gen_length: int, block_length: int, steps: int, steps_split: bool = True) -> None:
-    """Semi-autoregressive blocks (S1.2): gen_length a multiple of block_length, steps >= 1 and (when the
+    """Semi-autoregressive blocks (SQ1.2): gen_length a multiple of block_length, steps >= 1 and (when the
     steps are split over blocks) a multiple of the number of blocks."""
     check_range("gen_length", gen_length, low=1, integer=True)
     check_range("block_length", block_length, low=1, integer=True)
@@ -160,7 +160,7 @@ def check_blocks(gen_length: int, block_length: int, steps: int, steps_split: bo
 
 
 class BlockSchedule:
-    """Mixin for parameter classes with ``gen_length``, ``block_length`` and ``steps`` (S1.2)."""
+    """Mixin for parameter classes with ``gen_length``, ``block_length`` and ``steps`` (SQ1.2)."""
 
     @property
     def num_blocks(self) -> int:

@@ -1,4 +1,4 @@
-"""Draft trees for speculative decoding (spec/speculative.md D1-D2): which future states to verify.
+"""Draft trees for speculative decoding (spec/speculative.md SPD1-SPD2): which future states to verify.
 
 A tree WxDy over a ranking r_1, r_2, ... of the still-masked block positions (by the current logits'
 confidence, ties to the lowest position) and their top tokens: W alternatives at depth 1 (position r_1 with

@@ -1,6 +1,6 @@
 """Dream's decoding rule (Dream-org ``diffusion_generate``, the per-row version), shared by both paths.
 
-spec/sequential.md S2. Logits arrive token-aligned (the model adapter undoes Dream's shift).
+spec/sequential.md SQ2. Logits arrive token-aligned (the model adapter undoes Dream's shift).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class DreamParams:
 
 def top_p_logits(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Nucleus filter: keep the smallest prefix (by descending logit) whose probability exceeds top_p, the
-    token crossing the threshold included; others get the dtype's minimum (S2.5)."""
+    token crossing the threshold included; others get the dtype's minimum (SQ2.5)."""
     sorted_logits, sorted_index = torch.sort(logits, descending=True)
     cumulative = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
     remove = cumulative > top_p
@@ -71,7 +71,7 @@ def top_k_logits(logits: torch.Tensor, top_k: int) -> torch.Tensor:
 def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
                   top_k: int | None = None, margin_confidence: bool = False, neg_entropy: bool = False,
                   generator: torch.Generator | None = None):
-    """logits [N, V] -> (confidence [N], tokens [N]) as Dream's ``sample_tokens`` (S2.5).
+    """logits [N, V] -> (confidence [N], tokens [N]) as Dream's ``sample_tokens`` (SQ2.5).
 
     Sampling draws exactly what the official ``Categorical(probs).sample()`` draws (one multinomial over the
     renormalised probabilities) but never falls back silently to greedy decoding, as the official bare
@@ -106,7 +106,7 @@ class DreamStep(NamedTuple):
 
 def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: torch.Tensor, params: DreamParams,
                mask_id: int, generator: torch.Generator | None = None) -> DreamStep:
-    """One step of ``diffusion_generate`` (S2.3-S2.4). logits [B, L, V] token-aligned; timesteps [steps + 1]."""
+    """One step of ``diffusion_generate`` (SQ2.3-SQ2.4). logits [B, L, V] token-aligned; timesteps [steps + 1]."""
     mask_index = x == mask_id
     mask_logits = logits[mask_index]  # [M, V], row-major over (batch, position)
     scheduled = params.tokens_per_step is None
@@ -130,7 +130,7 @@ def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: t
         return DreamStep(new_x, full_confidence, [[] for _ in counts], logits)
     if min(counts) >= k:  # the normal case: one batched selection, as the official code
         chosen = _choose(full_confidence, k, params, generator).tolist()  # [B][k]
-    else:  # a row has fewer masks than k: clamp, never re-mask committed tokens (S2.4, deviation)
+    else:  # a row has fewer masks than k: clamp, never re-mask committed tokens (SQ2.4, deviation)
         chosen = [_choose(full_confidence[row: row + 1], min(k, c), params, generator)[0].tolist() if c else []
                   for row, c in enumerate(counts)]
     for row, positions in enumerate(chosen):
@@ -148,7 +148,7 @@ def _choose(full_confidence: torch.Tensor, k: int, params: DreamParams, generato
 
 
 def _transfer_count(mask_index, t, s, last, params) -> int:
-    """Official per-step count: int(mean masks per row * (1 - s/t)), everything on the last step (S2.4)."""
+    """Official per-step count: int(mean masks per row * (1 - s/t)), everything on the last step (SQ2.4)."""
     if params.tokens_per_step is not None:
         return params.tokens_per_step
     mean_masks = mask_index.sum() / mask_index.shape[0]
@@ -156,7 +156,7 @@ def _transfer_count(mask_index, t, s, last, params) -> int:
 
 
 def _origin(x, mask_index, mask_logits, p_transfer, params, mask_id, full_confidence, generator):
-    """'origin': each masked position is revealed with probability 1 - s/t (S2.3)."""
+    """'origin': each masked position is revealed with probability 1 - s/t (SQ2.3)."""
     proposals = torch.full((mask_logits.shape[0],), mask_id, dtype=torch.long, device=x.device)
     reveal = torch.rand(proposals.shape, device=x.device, generator=generator) < p_transfer
     if reveal.any():

@@ -1,5 +1,5 @@
 """Fast-dLLM's confidence-aware parallel rules (NVlabs/Fast-dLLM llada/generate.py ``get_transfer_index``
-and ``get_transfer_index_dynamic``), spec/fastdllm.md F3 and spec/parallel.md P3-P4.
+and ``get_transfer_index_dynamic``), spec/fastdllm.md FD3 and spec/parallel.md P3-P4.
 
 ``FastDLLMParams`` holds the official parameters and picks the rule: ``factor`` given -> the factor rule;
 ``threshold`` given -> the threshold rule; neither -> LLaDA's quota per step.
@@ -43,7 +43,7 @@ class FastDLLMParams(BlockSchedule):
         if self.factor is not None:
             return Factor(self.factor, self.inclusive, self.last_rank)
         if self.threshold is not None:
-            return Threshold(self.threshold, self.inclusive)
+            return Threshold(self.threshold, inclusive=self.inclusive)
         return Quota(self.steps_per_block)
 
 

@@ -1,6 +1,6 @@
 """LLaDA's decoding rule (ML-GSAI/LLaDA generate.py semantics), shared by the reference and optimized paths.
 
-spec/sequential.md S1. The rule maps one step's logits and canvas to the next canvas; how the logits were
+spec/sequential.md SQ1. The rule maps one step's logits and canvas to the next canvas; how the logits were
 obtained (full forward, cache) is the caller's business.
 """
 
@@ -51,7 +51,7 @@ def check_special(params: LLaDAParams, special: SpecialTokens) -> None:
 
 
 def transfer_schedule(mask_counts: torch.Tensor, params: LLaDAParams) -> torch.Tensor:
-    """Tokens to commit per row and step of one block, [B, n_steps] (S1.3).
+    """Tokens to commit per row and step of one block, [B, n_steps] (SQ1.3).
 
     Official schedule: ``quota`` k_i = floor(M / S) + [i < M mod S] over S = steps per block. With
     ``tokens_per_step`` = k: k per step, the last step taking the remainder, ceil(max M / k) steps.
@@ -69,7 +69,7 @@ def transfer_schedule(mask_counts: torch.Tensor, params: LLaDAParams) -> torch.T
 def llada_step(logits: torch.Tensor, x: torch.Tensor, *, block_end: int, num_transfer: torch.Tensor,
                params: LLaDAParams, special: SpecialTokens, mask_id: int,
                generator: torch.Generator | None = None) -> StepResult:
-    """One step of LLaDA's sampler (S1.4-S1.7). logits [B, L, V] token-aligned; num_transfer [B].
+    """One step of LLaDA's sampler (SQ1.4-SQ1.7). logits [B, L, V] token-aligned; num_transfer [B].
 
     Every masked position before ``block_end`` is a candidate; the schedule never asks for more commits than
     there are candidates (a block's quotas sum to its masks, and a position committed as the mask token stays
@@ -87,7 +87,7 @@ def llada_step(logits: torch.Tensor, x: torch.Tensor, *, block_end: int, num_tra
 
 
 def official_confidence_logits(logits: torch.Tensor, params: LLaDAParams, special: SpecialTokens) -> torch.Tensor:
-    """The logits the confidence softmax reads (S1.6): the official chained assignment
+    """The logits the confidence softmax reads (SQ1.6): the official chained assignment
     ``logits_with_noise[:, :, eos] = logits[:, :, eot] = -inf`` runs after the proposal, so it sets EoT to -inf
     and, at temperature 0 only (where the noisy logits are the logits tensor itself), EOS too."""
     if not params.confidence_eos_eot_inf:

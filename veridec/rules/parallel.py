@@ -44,7 +44,7 @@ class TopK:
 
 
 def certified(view: StepView, selected: torch.Tensor) -> torch.Tensor:
-    """C1 (spec/theorems.md): of ``selected`` [B, W], the longest prefix in ranking order whose errors
+    """TC1 (spec/theorems.md): of ``selected`` [B, W], the longest prefix in ranking order whose errors
     e = 1 - p(x̂) satisfy sum(e) + max(e) < 1 (T1), and always the first selected position."""
     in_order = selected.gather(1, view.ranking)  # [B, W]
     errors = torch.where(in_order, 1 - view.token_probs.gather(1, view.ranking), 0.0)
@@ -53,15 +53,22 @@ def certified(view: StepView, selected: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(selected).scatter(1, view.ranking, keep | first)
 
 
-@dataclass(frozen=True)
-class Threshold:
-    """Fast-dLLM threshold (P3): the top-1 and every candidate with c >= threshold (c > threshold when
-    ``inclusive`` is False, the paper's wording). Passing candidates form a prefix of the ranking.
-    ``certified``: only the prefix the general certificate allows (spec/theorems.md C1)."""
+@dataclass(frozen=True, kw_only=True)
+class LevelOptions:
+    """Keyword options of the rules that compare confidences with levels and can be certified (P3, P5):
+    ``inclusive``: c >= level passes (False: c > level, the papers' wording); ``certified``: commit only the
+    prefix, in confidence order, that the general certificate allows (spec/theorems.md TC1)."""
 
-    threshold: float = 0.9
     inclusive: bool = True
     certified: bool = False
+
+
+@dataclass(frozen=True)
+class Threshold(LevelOptions):
+    """Fast-dLLM threshold (P3): the top-1 and every candidate with c >= threshold (``LevelOptions``).
+    Passing candidates form a prefix of the ranking."""
+
+    threshold: float = 0.9
     name = "threshold"
 
     def __post_init__(self):
@@ -106,8 +113,8 @@ class Factor:
 
 @dataclass(frozen=True)
 class Quota:
-    """LLaDA's schedule inside a block (S1.3, ``quota``): k_i = floor(M / S) + [i < M mod S] at step i of S, M
-    the block's masks at its start; the last quota repeats if a block outlives its schedule (Fast-dLLM F3)."""
+    """LLaDA's schedule inside a block (SQ1.3, ``quota``): k_i = floor(M / S) + [i < M mod S] at step i of S, M
+    the block's masks at its start; the last quota repeats if a block outlives its schedule (Fast-dLLM FD3)."""
 
     steps_per_block: int = 1
     name = "quota"
@@ -122,16 +129,14 @@ class Quota:
 
 # --------------------------------------------------------------------------------------------- set rules
 @dataclass(frozen=True)
-class LocalLeap:
+class LocalLeap(LevelOptions):
     """LocalLeap (seed 002 §3, P5): anchors are candidates with c >= kappa; candidates within ``radius`` W
     canvas positions of an anchor commit when c >= tau; the top-1 always commits (no anchor: sequential).
-    ``certified``: only the prefix (confidence order) the general certificate allows (spec/theorems.md C1)."""
+    Comparisons and certification as ``LevelOptions``."""
 
     kappa: float = 0.9
     radius: int = 4
     tau: float = 0.75
-    inclusive: bool = True
-    certified: bool = False
     name = "localleap"
 
     def __post_init__(self):

@@ -1,6 +1,6 @@
 """Named operating points (spec/parallel.md P10): seed 000 Table 2's high-quality (hq) and high-throughput
 (ht) regimes, LocalLeap's defaults (seed 002 §4), Fast-dLLM's paper threshold, and certified variants
-(spec/theorems.md C1)."""
+(spec/theorems.md TC1)."""
 
 from __future__ import annotations
 

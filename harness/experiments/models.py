@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-from veridec import corpus
 from veridec.models.shipped import load_model, load_world_hmm, training_report
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.fastdllm import generate as fastdllm_generate
@@ -24,7 +23,8 @@ from veridec.rules.parallel import Threshold, TopK
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
-BLOCK = 32
+from .. import corpus
+from ..workloads import BLOCK, corpus_cases, generated_lines
 
 
 def prompt_decoders(gen: int) -> dict:
@@ -55,7 +55,7 @@ def infill_decoders() -> dict:
 
 @torch.no_grad()
 def fill_masks(model, x: torch.Tensor, threshold: float | None = None, per_step: int = 1) -> Decoded:
-    """Every mask of the canvas is a candidate; Fast-dLLM's rule (F3) commits the top ``per_step`` by float64
+    """Every mask of the canvas is a candidate; Fast-dLLM's rule (FD3) commits the top ``per_step`` by float64
     confidence, or the top-1 plus all with confidence >= ``threshold``. One full forward per step."""
     mask_id = model.special.mask_id
     rule = TopK(per_step) if threshold is None else Threshold(threshold)
@@ -98,26 +98,15 @@ def confident_share(trace: Trace, level: float = 0.9) -> float:
     return sum(p > level for p in probs) / max(1, len(probs))
 
 
-def generated_lines(model, canvas_row: torch.Tensor, prompt_length: int, partial_line: str) -> tuple[list[str], bool]:
-    """The lines the decoder wrote (the prompt's unfinished line first), and whether it reached EOS."""
-    ids = canvas_row[prompt_length:].tolist()
-    ended = model.special.eos_id in ids
-    if ended:
-        ids = ids[: ids.index(model.special.eos_id)]
-    lines = (partial_line + model.tokenizer.decode(ids)).split("\n")
-    return (lines if ended else lines[:-1]), ended  # a line cut by gen_length is not scored
-
-
 def prompt_mode(model, decoders: dict, n_prompts: int, seed: int) -> dict:
-    rng = random.Random(seed)
-    cases = [corpus.split_prompt(corpus.generate_document(rng, 120), rng) for _ in range(n_prompts)]
-    rows = [model.tokenizer(prompt)["input_ids"] for prompt, _ in cases]
+    cases = corpus_cases(n_prompts, random.Random(seed))
+    rows = [model.tokenizer(case.prompt)["input_ids"] for case in cases]
     results = {}
     for name, decode in decoders.items():
         torch.manual_seed(seed)
         canvases, stats = decode_each(decode, model, rows)
         valid = lines = exact = 0
-        for canvas, row, (prompt, truth) in zip(canvases, rows, cases):
+        for canvas, row, (_, prompt, truth) in zip(canvases, rows, cases):
             partial = prompt.split("\n")[-1]
             written, _ = generated_lines(model, canvas, len(row), partial)
             score = corpus.score_text("\n".join(written))

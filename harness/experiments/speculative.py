@@ -21,9 +21,7 @@ from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.parallel import Threshold, TopK
 
-from .exactness import prompts_for, single_prompts
-
-BLOCK = 32
+from ..workloads import BLOCK, prompts_for, single_prompts
 SEQUENTIAL, THRESHOLD = TopK(1), Threshold(0.9)
 
 

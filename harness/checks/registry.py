@@ -1,6 +1,6 @@
 """The check registry behind ``veridec verify``.
 
-A decoder family registers its checks in one module (``harness/checks_<family>.py``) with ``@check``; the
+A decoder family registers its checks in one module (``harness/checks/<family>.py``) with ``@check``; the
 modules are listed once in ``CHECK_MODULES``. A check takes a ``VerifyContext`` and returns a ``CheckResult``:
 how many cases it ran, whether all passed, and its worst margin (how far the closest case was from failing,
 in the unit the check states; negative means failed).
@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-CHECK_MODULES = ("veridec.harness.checks_models", "veridec.harness.checks_reference", "veridec.harness.checks_bounds")
+CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.reference", "veridec.harness.checks.bounds")
 
 
 @dataclass
@@ -72,3 +72,17 @@ def all_checks() -> dict[str, Check]:
 
 def results_to_json(results: list[CheckResult]) -> list[dict]:
     return [asdict(r) for r in results]
+
+
+def format_table(results: list[CheckResult]) -> str:
+    """The checks as an aligned text table (check, cases, result, worst margin, unit) and a pass count."""
+    rows = [("check", "cases", "result", "worst margin", "unit")]
+    for r in results:
+        margin = "-" if r.worst_margin is None else f"{r.worst_margin:.3g}"
+        rows.append((r.name, str(r.cases), "pass" if r.passed else "FAIL", margin, r.unit))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failed = sum(not r.passed for r in results)
+    lines.append(f"{len(results) - failed}/{len(results)} checks passed")
+    return "\n".join(lines)

@@ -14,8 +14,8 @@ hacking) are seen and scored low (measured not to help at this model size: spec/
 sees each example exactly as ``TransformersReward.score_tokens`` presents it (chat template around the
 response's tokens, left padding). Loss: binary cross-entropy of the score (a logit) against the target.
 
-    python -m veridec.harness.train_reward --out veridec/assets/reward --threads 1        # the shipped model
-    python -m veridec.harness.train_reward --out /tmp/guided --init veridec/assets/reward \
+    python -m veridec.harness.training.reward --out veridec/assets/reward --threads 1        # the shipped model
+    python -m veridec.harness.training.reward --out /tmp/guided --init veridec/assets/reward \
         --guided-examples 1024 --policy-examples 1024 --steps 1500 --lr 1e-3              # a guided round
 """
 
@@ -31,7 +31,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from veridec import corpus
 from veridec.canvas import left_pad
 from veridec.guidance.fastguide import FastGuideParams
 from veridec.guidance.guide import GuidanceParams
@@ -44,7 +43,8 @@ from veridec.reference.guided import parallel_guided
 from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
-from .experiment_models import generated_lines
+from .. import corpus
+from ..workloads import corpus_cases, line_score
 
 GEN_LENGTHS = (64, 128)
 POLICY_RULES = ("sequential", "conf-hq", "fastdllm-hq", "eb-hq", "localleap")  # presets, dual cache
@@ -86,19 +86,8 @@ class Example:
 def response_validity(model, prompt: str, response: list[int]) -> float | None:
     """Share of the response's scored lines (the prompt's cut line first) that pass their checker; None when
     it completes no line."""
-    lines, _ = generated_lines(model, torch.tensor(response), 0, prompt.split("\n")[-1])
-    score = corpus.score_text("\n".join(lines))
+    score = line_score(model, torch.tensor(response), 0, prompt)
     return score.rate if score.lines else None
-
-
-def corpus_prompts(n: int, rng: random.Random) -> list[tuple[str, str]]:
-    """(prompt, its document's true continuation) pairs."""
-    pairs = []
-    for _ in range(n):
-        document = corpus.generate_document(rng, 120)
-        prompt, _ = corpus.split_prompt(document, rng)
-        pairs.append((prompt, document[len(prompt):]))
-    return pairs
 
 
 def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batch: int = 32) -> list[Example]:
@@ -109,7 +98,7 @@ def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batc
     while len(pool) < n:
         name = decoders[round_ % len(decoders)]
         gen = GEN_LENGTHS[(round_ // len(decoders)) % len(GEN_LENGTHS)]
-        texts = [p for p, _ in corpus_prompts(batch, rng)]
+        texts = [case.prompt for case in corpus_cases(batch, rng)]
         prompt, mask = left_pad([model.tokenizer(t)["input_ids"] for t in texts], model.special.pad_id)
         canvas = decode_batch(name, prompt, mask, texts, gen, torch.Generator().manual_seed(seed * 100_000 + round_))
         for text, row in zip(texts, canvas[:, prompt.shape[1]:].tolist()):
@@ -171,7 +160,8 @@ def edited(model, example: Example, rng: random.Random) -> Example | None:
 def continuation(model, rng: random.Random) -> Example:
     """A corpus prompt with its true continuation then EOS (valid), edited half the time."""
     while True:
-        prompt, rest = corpus_prompts(1, rng)[0]
+        document, prompt, _ = corpus_cases(1, rng)[0]
+        rest = document[len(prompt):]
         gen = rng.choice(GEN_LENGTHS)
         ids = model.tokenizer(rest)["input_ids"][:gen]
         response = ids + [model.special.eos_id] * (gen - len(ids))

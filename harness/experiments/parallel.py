@@ -10,40 +10,15 @@ prompt committed), so batching does not inflate them.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import torch
 
-from veridec import corpus
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
-from .exactness import hmm_nll, prompts_for, row_tokens_per_step, run_variant
-from .experiment_models import generated_lines
-
-BLOCK = 32
-
-
-def row_steps(trace) -> float:
-    """Mean over prompts of the number of steps in which the prompt committed a token."""
-    return sum(sum(1 for s in trace.steps if s.positions[row]) for row in range(trace.batch_size)) / trace.batch_size
-
-
-def validity(model, canvas, prompt, mask, texts) -> float:
-    valid = lines = 0
-    for row, text in enumerate(texts):
-        partial = text.split("\n")[-1]
-        written, _ = generated_lines(model, canvas[row], prompt.shape[1], partial)
-        score = corpus.score_text("\n".join(written))
-        valid, lines = valid + score.valid, lines + score.lines
-    return round(valid / max(1, lines), 4)
-
-
-def corpus_texts(n: int, seed: int) -> list[str]:
-    """The prompt texts ``prompts_for("default", ...)`` encodes (same generator, same order)."""
-    rng = random.Random(seed)
-    return [corpus.split_prompt(corpus.generate_document(rng, 120), rng)[0] for _ in range(n)]
+from ..workloads import (BLOCK, corpus_texts, hmm_nll, prompts_for, row_steps, row_tokens_per_step, run_variant,
+                         validity)
 
 
 def run(out: Path, quick: bool = False, seed: int = 0, presets=None) -> dict:

@@ -85,7 +85,8 @@ def _gen_add(rng):
 
 def _check_add(line):
     m = re.fullmatch(r"add (\d{1,2})\+(\d{1,2})=(\d{1,3})", line)
-    return bool(m) and all(str(int(g)) == g for g in m.groups()) and int(m.group(1)) + int(m.group(2)) == int(m.group(3))
+    canonical = bool(m) and all(str(int(g)) == g for g in m.groups())
+    return canonical and int(m.group(1)) + int(m.group(2)) == int(m.group(3))
 
 
 def _gen_sentence(rng):

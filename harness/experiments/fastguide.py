@@ -25,7 +25,7 @@ from veridec.reference.guided import generate as sequential_guided
 from veridec.reference.guided import parallel_guided
 from veridec.rules.presets import PRESETS
 
-from .experiment_parallel import corpus_texts, validity
+from ..workloads import corpus_texts, validity
 
 TRAJECTORIES = 4
 SWEEP_PROMPTS = 3  # the sweeps run on the first prompts only (each sweep point costs a full table row)

@@ -35,7 +35,7 @@ def _measured_slack(ctx: VerifyContext, compute) -> float:
     return _slack(max_abs(got32, ref32), tolerance(ref32, ref64))
 
 
-@check("model/cache-subset", "C2: queries at a random subset against a freshly filled cache = full forward")
+@check("model/cache-subset", "MC2: queries at a random subset against a freshly filled cache = full forward")
 def cache_subset(ctx: VerifyContext):
     g, slacks = ctx.generator(1), []
     for length in _lengths(ctx, g, 4 if ctx.quick else 12):
@@ -52,7 +52,8 @@ def cache_subset(ctx: VerifyContext):
     return len(slacks), min(slacks) >= 0, min(slacks), SLACK, ""
 
 
-@check("model/cache-recompute", "C3: recomputing every position through a stale cache = full forward of the new canvas")
+@check("model/cache-recompute",
+       "MC3: recomputing every position through a stale cache = full forward of the new canvas")
 def cache_recompute(ctx: VerifyContext):
     g, slacks = ctx.generator(2), []
     for length in _lengths(ctx, g, 3 if ctx.quick else 8):

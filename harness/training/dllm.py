@@ -3,8 +3,8 @@
 For each sequence, t ~ U(eps, 1); each token is masked with probability t; the loss is the cross-entropy on
 masked positions weighted by 1/t, summed and divided by B * L (an upper bound on the negative log-likelihood).
 
-    python -m veridec.harness.train tasks --out veridec/assets/default --steps 8000
-    python -m veridec.harness.train hmm --out veridec/assets/hmm --steps 3000
+    python -m veridec.harness.training.dllm tasks --out veridec/assets/default --steps 8000
+    python -m veridec.harness.training.dllm hmm --out veridec/assets/hmm --steps 3000
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from veridec.corpus import ALPHABET, generate_document
+from ..corpus import ALPHABET, generate_document
 from veridec.models import BidirectionalTransformer, SpecialTokens, TransformerConfig, char_tokenizer, save_pretrained
 from veridec.oracles import HMMOracle
 

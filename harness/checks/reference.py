@@ -38,7 +38,7 @@ def _min_gap(trace) -> float:
     return min(gap for step in trace.steps for gap in step.selection_gaps)
 
 
-@check("reference/llada-greedy-sequential", "S1.4: generate with one token per step = the brute-force greedy loop")
+@check("reference/llada-greedy-sequential", "SQ1.4: generate with one token per step = the brute-force greedy loop")
 def llada_sequential(ctx: VerifyContext):
     gaps, ok = [], True
     for prompt in _prompts(ctx, 10, 2 if ctx.quick else 6):
@@ -49,7 +49,7 @@ def llada_sequential(ctx: VerifyContext):
     return len(gaps), ok, min(gaps), "confidence gap", ""
 
 
-@check("reference/dream-greedy-sequential", "S2.4: diffusion_generate, one token per step = the brute-force loop")
+@check("reference/dream-greedy-sequential", "SQ2.4: diffusion_generate, one token per step = the brute-force loop")
 def dream_sequential(ctx: VerifyContext):
     gaps, ok = [], True
     for prompt in _prompts(ctx, 11, 2 if ctx.quick else 6):
@@ -61,7 +61,7 @@ def dream_sequential(ctx: VerifyContext):
     return len(gaps), ok, min(gaps), "confidence gap", ""
 
 
-@check("reference/batch-equals-single", "S0.3: a left-padded batch decodes as its rows alone (float64)")
+@check("reference/batch-equals-single", "SQ0.3: a left-padded batch decodes as its rows alone (float64)")
 def batch_equals_single(ctx: VerifyContext):
     prompts = list(_prompts(ctx, 12, 3))
     width = max(p.shape[1] for p in prompts)
@@ -80,7 +80,7 @@ def batch_equals_single(ctx: VerifyContext):
     return cases, ok, None, "", "llada steps=4 and dream entropy steps=4 on 3 prompts"
 
 
-@check("reference/float32-vs-float64", "S0.4/N5: float32 and float64 decodes agree up to ties within the logit error")
+@check("reference/float32-vs-float64", "SQ0.4/N5: float32 and float64 decodes agree up to ties within the logit error")
 def float32_vs_float64(ctx: VerifyContext):
     margins, ok = [], True
     for prompt in _prompts(ctx, 13, 2 if ctx.quick else 5):
@@ -94,7 +94,8 @@ def float32_vs_float64(ctx: VerifyContext):
     return len(margins), ok, min(margins), "decision margin - logit error", ""
 
 
-@check("reference/fastdllm-top1-is-sequential", "F3: Fast-dLLM with a threshold nothing passes (c > 1) = LLaDA one token per step")
+@check("reference/fastdllm-top1-is-sequential",
+       "FD3: Fast-dLLM with a threshold nothing passes (c > 1) = LLaDA one token per step")
 def fastdllm_top1(ctx: VerifyContext):
     gaps, ok = [], True
     for prompt in _prompts(ctx, 14, 2 if ctx.quick else 5):

@@ -1,8 +1,9 @@
-"""Helpers of ``veridec experiment models``: filling every mask, reading the generated lines."""
+"""The experiments (``veridec experiment ...``) and the workload helpers they share."""
 
 import torch
 
-from veridec.harness.experiment_models import fill_masks, generated_lines
+from veridec.harness.experiments.models import fill_masks
+from veridec.harness.workloads import generated_lines
 from veridec.models import random_model
 from veridec.oracles import HMMOracle
 
@@ -39,7 +40,7 @@ def test_generated_lines_stop_at_eos_and_drop_a_cut_line():
 
 
 def test_experiment_parallel_reports_steps_and_quality(tmp_path):
-    from veridec.harness import experiment_parallel
+    from veridec.harness.experiments import parallel as experiment_parallel
 
     report = experiment_parallel.run(tmp_path, quick=True, presets=["sequential", "fastdllm", "localleap"])
     rows = {(r["model"], r["decoder"], r["variant"]): r for r in report["rows"]}
@@ -53,7 +54,7 @@ def test_experiment_parallel_reports_steps_and_quality(tmp_path):
 
 
 def test_experiment_speculative_reports_identical_outputs_in_fewer_calls(tmp_path):
-    from veridec.harness import experiment_speculative
+    from veridec.harness.experiments import speculative as experiment_speculative
 
     report = experiment_speculative.run(tmp_path, quick=True)
     rows = report["rows"]
@@ -67,7 +68,7 @@ def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):
     """The report's shape on a tiny random reward (the shipped reward is exercised by the command itself)."""
     from veridec.guidance import load_reward_model
     from veridec.guidance.tiny import write_tiny_reward_model
-    from veridec.harness import experiment_fastguide
+    from veridec.harness.experiments import fastguide as experiment_fastguide
     from veridec.models.shipped import load_model
 
     reward = load_reward_model(write_tiny_reward_model(tmp_path / "reward"), load_model("default").tokenizer)
