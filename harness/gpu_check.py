@@ -31,6 +31,8 @@ from veridec.optimized.parallel import decode as optimized
 from veridec.reference.parallel import decode as reference
 from veridec.rules.presets import PRESETS
 
+from .workloads import BLOCK
+
 SHAPES = {
     "llada-8b": dict(vocab_size=126464, hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=32,
                      intermediate_size=12288, rope_theta=500000.0),
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="llada-8b")
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--gen", type=int, default=256)
-    parser.add_argument("--block", type=int, default=32)
+    parser.add_argument("--block", type=int, default=BLOCK)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None, help="write gpu_check.json here")
     args = parser.parse_args(argv)

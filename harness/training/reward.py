@@ -44,7 +44,7 @@ from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
 from .. import corpus
-from ..workloads import corpus_cases, line_score
+from ..workloads import BLOCK, corpus_cases, line_score
 
 GEN_LENGTHS = (64, 128)
 POLICY_RULES = ("sequential", "conf-hq", "fastdllm-hq", "eb-hq", "localleap")  # presets, dual cache
@@ -110,11 +110,11 @@ def generated_pool(model, n: int, seed: int, decoders: tuple, decode_batch, batc
 
 
 def policy_pool(model, n: int, seed: int) -> list[Example]:
-    """n unguided generations at T = 0.7 (sequential over the whole response, parallel rules in blocks of 32,
+    """n unguided generations at T = 0.7 (sequential over the whole response, parallel rules in blocks of BLOCK,
     dual cache)."""
     def unguided(name, prompt, mask, texts, gen, generator):
         return decode(model, prompt, mask, rule=PRESETS[name], gen_length=gen, temperature=0.7, generator=generator,
-                      block_length=gen if name == "sequential" else 32).canvas
+                      block_length=gen if name == "sequential" else BLOCK).canvas
 
     return generated_pool(model, n, seed, POLICY_RULES, unguided)
 

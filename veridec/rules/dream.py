@@ -6,12 +6,11 @@ spec/sequential.md SQ2. Logits arrive token-aligned (the model adapter undoes Dr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from .common import TIES, check_choice, check_range, top_k_indices
+from .common import TIES, StepResult, check_choice, check_range, top_k_indices
 
 ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
 
@@ -97,15 +96,8 @@ def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float |
     return confidence, tokens
 
 
-class DreamStep(NamedTuple):
-    x: torch.Tensor  # [B, L]
-    confidence: torch.Tensor  # [B, L] ranking score (-inf for non-candidates)
-    order: list[list[int]]  # per row, the positions written in rank order
-    choice_logits: torch.Tensor  # [B, L, V]
-
-
 def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: torch.Tensor, params: DreamParams,
-               mask_id: int, generator: torch.Generator | None = None) -> DreamStep:
+               mask_id: int, generator: torch.Generator | None = None) -> StepResult:
     """One step of ``diffusion_generate`` (SQ2.3-SQ2.4). logits [B, L, V] token-aligned; timesteps [steps + 1]."""
     mask_index = x == mask_id
     mask_logits = logits[mask_index]  # [M, V], row-major over (batch, position)
@@ -116,7 +108,7 @@ def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: t
     if params.alg == "origin":
         new_x, order = _origin(x, mask_index, mask_logits, 1 if last else 1 - s / t, params, mask_id, full_confidence,
                                generator)
-        return DreamStep(new_x, full_confidence, order, logits)
+        return StepResult(new_x, full_confidence, order, logits)
     confidence, x0 = sample_tokens(mask_logits, params.temperature, params.top_p, params.top_k,
                                    margin_confidence=params.alg == "topk_margin",
                                    neg_entropy=params.alg == "entropy", generator=generator)
@@ -127,7 +119,7 @@ def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: t
     counts = mask_index.sum(dim=1).tolist()  # [B]
     new_x = x.clone()
     if k <= 0:
-        return DreamStep(new_x, full_confidence, [[] for _ in counts], logits)
+        return StepResult(new_x, full_confidence, [[] for _ in counts], logits)
     if min(counts) >= k:  # the normal case: one batched selection, as the official code
         chosen = _choose(full_confidence, k, params, generator).tolist()  # [B][k]
     else:  # a row has fewer masks than k: clamp, never re-mask committed tokens (SQ2.4, deviation)
@@ -135,7 +127,7 @@ def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: t
                   for row, c in enumerate(counts)]
     for row, positions in enumerate(chosen):
         new_x[row, positions] = proposals[row, positions]
-    return DreamStep(new_x, full_confidence, chosen, logits)
+    return StepResult(new_x, full_confidence, chosen, logits)
 
 
 def _choose(full_confidence: torch.Tensor, k: int, params: DreamParams, generator) -> torch.Tensor:
