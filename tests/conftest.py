@@ -37,6 +37,39 @@ def small_model():
     return make
 
 
+class CountingModel:
+    """Counts what a decoder asks of the model, independently of its trace (spec N8): every call, whole-canvas
+    forwards (a forward or a prefill) and the query positions fed, summed over the batch."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.full, self.positions = model, 0, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, x, attention_mask=None, **kw):
+        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
+        return self.model(x, attention_mask, **kw)
+
+    def prefill(self, x, *args, **kw):
+        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
+        return self.model.prefill(x, *args, **kw)
+
+    def forward_cached(self, tokens, *args, **kw):
+        self.calls, self.positions = self.calls + 1, self.positions + tokens.numel()
+        return self.model.forward_cached(tokens, *args, **kw)
+
+    def counted(self) -> tuple[int, int, int]:
+        """(model calls, full forwards, query positions), the order of ``assert_counted``."""
+        return self.calls, self.full, self.positions
+
+
+@pytest.fixture(scope="session")
+def counting_model():
+    """``counting_model(model)``: the model behind a proxy that counts its calls (``CountingModel``)."""
+    return CountingModel
+
+
 @pytest.fixture(scope="session")
 def run_check():
     """Run a check ``veridec verify`` registers (harness/checks) on given float32 and float64 models, so a test

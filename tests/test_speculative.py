@@ -103,34 +103,11 @@ def test_speculation_reproduces_its_base_decoder(small_model, family, cache, rul
     assert spec.trace.counters.model_calls <= base.trace.counters.model_calls
 
 
-class CountingModel:
-    """Counts what a decoder asks of the model, independently of its trace: every call, full forwards (a forward
-    or prefill of whole canvases) and the query positions fed (spec N8)."""
-
-    def __init__(self, model):
-        self.model, self.calls, self.full, self.positions = model, 0, 0, 0
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, x, attention_mask=None, **kw):
-        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
-        return self.model(x, attention_mask, **kw)
-
-    def prefill(self, x, *args, **kw):
-        self.calls, self.full, self.positions = self.calls + 1, self.full + 1, self.positions + x.numel()
-        return self.model.prefill(x, *args, **kw)
-
-    def forward_cached(self, tokens, *args, **kw):
-        self.calls, self.positions = self.calls + 1, self.positions + tokens.numel()
-        return self.model.forward_cached(tokens, *args, **kw)
-
-
 @pytest.mark.parametrize("cache, lookahead", [("none", 0), ("dual", 0), ("dual", 1)])
-def test_verification_costs_are_counted_call_by_call(small_model, cache, lookahead):
+def test_verification_costs_are_counted_call_by_call(small_model, counting_model, cache, lookahead):
     """SPV3: ``model_calls`` counts every call, ``query_positions`` every query position fed (a packed dual
     verification K·Q, a stacked no-cache one K·L), ``full_forwards`` only whole-canvas forwards."""
-    counting = CountingModel(small_model("dream", 1))
+    counting = counting_model(small_model("dream", 1))
     prompt = torch.randint(0, 90, (1, 3), generator=torch.Generator().manual_seed(1))
     out = speculative(counting, prompt, rule=Threshold(0.1), cache=cache, width=2, depth=2, lookahead=lookahead,
                       gen_length=12, block_length=6)
@@ -139,8 +116,7 @@ def test_verification_costs_are_counted_call_by_call(small_model, cache, lookahe
         assert counting.positions > counting.calls * out.canvas.shape[1]
     else:  # cached verification calls happened
         assert counting.calls > counting.full
-    assert (counters.model_calls, counters.full_forwards, counters.query_positions) == \
-        (counting.calls, counting.full, counting.positions)
+    assert (counters.model_calls, counters.full_forwards, counters.query_positions) == counting.counted()
 
 
 def test_the_chain_saves_forwards_on_the_trained_model():
