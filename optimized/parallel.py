@@ -105,7 +105,8 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     """A refresh (full forward, filling the cache) and its step, then cached steps until no mask is left."""
     at_start = masks_in(x, block, run.mask_id).sum(dim=1)  # [B]
     before_end = torch.arange(x.shape[1], device=x.device) < block.end  # [L]
-    budget = step_budget((x == run.mask_id) & before_end[None], run.rule)
+    sampled = run.sampling["temperature"] > 0 or run.sampling["remasking"] == "random"
+    budget = step_budget((x == run.mask_id) & before_end[None], run.rule, sampled)
     logits, attentions, window, kv = refresh(run, x)
     x = take_step(run, x, block, 0, at_start, logits, attentions, window)
     step = 1

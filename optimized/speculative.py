@@ -155,7 +155,8 @@ class _Run:
         ranked = [offset + i for i in view.ranking[0].tolist()
                   if start <= offset + i < end and self.x[0, offset + i] == self.mask_id]
         block_probs = view.probs[0, start - offset:end - offset]  # [W, V]
-        top = block_probs.topk(min(self.tree.width, block_probs.shape[-1]), dim=-1).indices  # [W, width]
+        by_probability = torch.sort(block_probs, dim=-1, descending=True, stable=True).indices  # ties: lowest id
+        top = by_probability[:, :self.tree.width]  # [W, width]
         nodes = self.tree.nodes(ranked, [top[p - start].tolist() for p in ranked])
         states = [self.x]
         for added in nodes:
@@ -206,7 +207,7 @@ class _Run:
                 return current, accepted, None
             nxt, record, view = self.step(verified[current], offset, end)
             match = [k for k in range(1, len(states)) if torch.equal(states[k], nxt)]
-            if not match:
+            if not match or torch.equal(nxt, states[current]):  # no commit: R's own loop checks the stall
                 return current, accepted, (nxt, record, view)
             record(block)
             current, accepted = match[0], accepted + 1

@@ -29,11 +29,12 @@ def certificate_tie() -> np.ndarray:
 
 def fastdllm_counterexample(length: int, eps: Fraction, symbols: int = 2) -> np.ndarray:
     """T2b: for n >= 2 and eps > 1/(n+1), marginals p_j(0) = 1 - delta > 1 - eps (each the marginal top-1) but
-    the joint argmax is a single flip of x* = 0...0; delta halfway between 1/(n+1) and min(eps, 1/2)."""
+    the joint argmax is a single flip of x* = 0...0; delta halfway between 1/(n+1) and min(eps, 1/n), so
+    p(x*) = 1 - n delta stays positive."""
     eps = Fraction(eps)
     if length < 2 or not eps > Fraction(1, length + 1):
         raise ValueError(f"needs length >= 2 and eps > 1/(length+1); got length={length}, eps={eps}")
-    delta = (Fraction(1, length + 1) + min(eps, Fraction(1, 2))) / 2
+    delta = (Fraction(1, length + 1) + min(eps, Fraction(1, length))) / 2
     star = (0,) * length
     masses = {star: 1 - length * delta} | {flip(star, k, symbols): delta for k in range(length)}
     return joint_from(masses, symbols, length)

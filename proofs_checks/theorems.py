@@ -132,8 +132,9 @@ def fastdllm_kl(a: Analysis, eps, published: bool) -> TheoremResult:
 
 def cluster_parameters(a: Analysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(anchor index, kappa, tau) per case: the most confident position is the anchor (lowest on ties),
-    kappa its confidence, tau the smallest confidence among the others (the realized thresholds)."""
-    confidence = 1 - a.errors.astype(float)
+    kappa its confidence, tau the smallest confidence among the others (the realized thresholds); exact
+    batches keep Fractions, so T3's strict comparisons are decided exactly."""
+    confidence = 1 - a.errors  # [N, n], Fractions in exact batches
     anchor = np.argmax(confidence, axis=1)
     kappa = confidence.max(axis=1)
     others = confidence.copy()
@@ -149,7 +150,7 @@ def cluster_certificate(a: Analysis) -> TheoremResult:
     if m < 1:  # a cluster needs a neighbour
         hyp = np.zeros(len(kappa), dtype=bool)
     else:
-        hyp = (0.5 < tau) & (tau < kappa) & (kappa < 1) & ((1 - kappa) + m * (1 - tau) < tau)
+        hyp = ((0.5 < tau) & (tau < kappa) & (kappa < 1) & ((1 - kappa) + m * (1 - tau) < tau)).astype(bool)
     return TheoremResult("T3 LocalLeap cluster certificate", "(1-kappa) + m(1-tau) < tau => x* unique argmax",
                          hyp, a.unique_argmax, {"p* - max other": a.p_star - a.best_other},
                          {"p* - max other": True}, rounding=rounding_for(a))
@@ -178,7 +179,7 @@ def distance_bounds(a: Analysis) -> TheoremResult:
               "TV (3S-e_max)/2": (3 * s - e_max) / 2 - a.tv.astype(float),
               "TV 1-min(p*,q*)": 1 - np.minimum(a.p_star, a.q_star).astype(float) - a.tv.astype(float)}
     if a.kl is not None:
-        anchor, _, tau = cluster_parameters(a)
+        anchor, _, tau = cluster_parameters(a)  # a float batch: KL needs logs
         entropies = a.entropies.copy()
         np.put_along_axis(entropies, anchor[:, None], 0.0, axis=1)
         neighbour_entropy = entropies.sum(axis=1)

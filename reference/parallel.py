@@ -39,7 +39,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     for block in range(gen_length // block_length):
         start, end = prompt_len + block * block_length, prompt_len + (block + 1) * block_length
         at_start = (x[:, start:end] == mask_id).sum(dim=1)  # [B]
-        budget = step_budget((x == mask_id) & (positions < end)[None], rule)
+        budget = step_budget((x == mask_id) & (positions < end)[None], rule,
+                             sampled=temperature > 0 or remasking == "random")
         step = 0
         while (x[:, start:end] == mask_id).any():
             check_progress(step, block, budget)

@@ -58,10 +58,12 @@ def test_fastdllm_bounds_hold_in_float64(joints):
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
 @pytest.mark.parametrize("eps_above", [Fraction(1, 1000), Fraction(1, 10), Fraction(1)])
 def test_fastdllm_threshold_is_tight(n, eps_above):
-    """T2b: just above 1/(n+1) the hypotheses on the marginals hold, x* is every marginal's top-1, and the
-    joint argmax is elsewhere."""
+    """T2b: just above 1/(n+1) the joint is a distribution, the hypotheses on the marginals hold, x* is every
+    marginal's top-1, and the joint argmax is elsewhere."""
     eps = min(Fraction(1, n + 1) + eps_above, Fraction(1))
-    a = analyse(cx.fastdllm_counterexample(n, eps)[None])
+    joint = cx.fastdllm_counterexample(n, eps)
+    assert (joint >= 0).all() and joint.sum() == 1
+    a = analyse(joint[None])
     assert (1 - a.errors[0] > 1 - eps).all() and (a.marginals[0, :, 0] > Fraction(1, 2)).all()
     assert (n + 1) * eps > 1 and not a.unique_argmax[0] and a.best_other[0] > a.p_star[0]
 

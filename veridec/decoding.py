@@ -22,10 +22,17 @@ def decode_params(rule, gen_length, block_length, temperature, remasking, mask_i
             "temperature": temperature, "remasking": remasking, "mask_id": mask_id}
 
 
-def step_budget(candidates: torch.Tensor, rule) -> int:
+SAMPLED_PATIENCE = 64  # steps a sampled decode may spend per committable mask (spec/parallel.md P11)
+
+
+def step_budget(candidates: torch.Tensor, rule, sampled: bool = False) -> int:
     """Steps a block may take: one per mask it starts with (prompt masks before it included, [B, L] bool
-    ``candidates``), plus a quota schedule's possibly empty steps."""
-    return int(candidates.sum(dim=1).max()) + getattr(rule, "steps_per_block", 0)
+    ``candidates``), plus a quota schedule's possibly empty steps. A deterministic decode that exceeds it
+    repeats itself forever (the top-ranked candidate proposes the mask token); a ``sampled`` one (temperature
+    > 0 or random remasking) may draw the mask token and commit nothing while a later draw moves on, so it gets
+    ``SAMPLED_PATIENCE`` times as many steps."""
+    budget = int(candidates.sum(dim=1).max()) + getattr(rule, "steps_per_block", 0)
+    return budget * SAMPLED_PATIENCE if sampled else budget
 
 
 def check_progress(step: int, block: int, budget: int) -> None:

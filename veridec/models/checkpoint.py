@@ -61,6 +61,11 @@ def save_pretrained(model: BidirectionalTransformer, folder: str | Path, max_sha
         total = sum(t.numel() * t.element_size() for t in tensors.values())
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (folder / INDEX_FILE).write_text(json.dumps(index, indent=2))
+    if model.family == "dream":  # Dream's own DreamModel.from_pretrained (modeling_dream.py) requires this file
+        ids = model.special
+        generation = {"bos_token_id": ids.eos_id, "eos_token_id": ids.eos_id, "pad_token_id": ids.pad_id,
+                      "mask_token_id": ids.mask_id}
+        (folder / "generation_config.json").write_text(json.dumps(generation, indent=2))
     if model.tokenizer is not None:
         _save_tokenizer(model.tokenizer, folder)
     return folder

@@ -52,7 +52,7 @@ class DreamParams:
 def top_p_logits(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Nucleus filter: keep the smallest prefix (by descending logit) whose probability exceeds top_p, the
     token crossing the threshold included; others get the dtype's minimum (SQ2.5)."""
-    sorted_logits, sorted_index = torch.sort(logits, descending=True)
+    sorted_logits, sorted_index = torch.sort(logits, descending=True, stable=True)  # ties: lowest id first (N5)
     cumulative = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
     remove = cumulative > top_p
     remove[..., 1:] = remove[..., :-1].clone()

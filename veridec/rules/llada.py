@@ -61,7 +61,7 @@ def transfer_schedule(mask_counts: torch.Tensor, params: LLaDAParams) -> torch.T
         steps = params.steps_per_block
         return quota(counts, steps, torch.arange(steps, device=counts.device)[None])  # [B, S]
     k = params.tokens_per_step
-    n_steps = max(1, math.ceil(int(counts.max()) / k))
+    n_steps = math.ceil(int(counts.max()) / k)  # 0 for a block without masks: no step, no forward
     done_before = k * torch.arange(n_steps, device=counts.device)[None]  # [1, n]
     return (counts - done_before).clamp(0, k)
 
