@@ -1,0 +1,588 @@
+"""The mutation gate: does the test suite catch realistic single-point bugs? (Not run in CI: about an hour on 2
+cores for the whole catalogue.)
+
+    python -m veridec.harness.mutation                       # every mutant of harness/mutants.py
+    python -m veridec.harness.mutation --only factor-n-instead-of-n-plus-1 --only pmi-sign
+    python -m veridec.harness.mutation --full                # the whole suite for every mutant
+    python -m veridec.harness.mutation --list                # the catalogue
+
+For each mutant: copy the repository (its tracked files as they are in the working tree, no .venv, no .git)
+from one snapshot taken at the start into a temporary directory, apply the patch there (``MutationError`` unless
+the original text occurs exactly once), and run pytest in the copy: first the mutant's related test files
+(``-x --hypothesis-profile=ci -p no:cacheprovider``, one torch thread, ``OMP_WAIT_POLICY=PASSIVE``), then,
+only if they all pass, the rest of the suite (``--full``: the whole suite directly). A run past its timeout
+(a mutant can make a decode loop forever) is killed with its process group and counts as a kill ("timeout").
+The first failing test is the mutant's killer; it is then run alone on an unmutated copy of the same snapshot,
+and a kill whose test also fails there is reported as inconclusive, not as a kill (other people's half-written
+files end up in the copies too). The main tree is only read.
+
+The copy's code is what runs: the venv's editable install maps ``veridec.reference`` etc. to the main tree with
+a meta-path finder that PYTHONPATH alone does not beat, so each run gets a ``sitecustomize`` (on PYTHONPATH,
+inherited by subprocesses) that puts a finder for the copy's packages first, and a pytest plugin that imports
+every package and the mutated module, checks that their files lie in the copy (a usage error otherwise), checks
+every ``veridec`` module again at the end of the session, and records the first failure and the running test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .mutants import MUTANTS, Mutant
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository under test (only read)
+DEFAULT_REPORT = ROOT / "benchmarks" / "mutation.md"
+PYTEST_OPTIONS = ("-x", "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "_mutation_probe", "-q")
+# Checks the catalogue against its own tree, which every mutant changes: never part of a mutant's run.
+ALWAYS_IGNORED = ("tests/test_mutation.py",)
+RELATED_TIMEOUT = 120.0  # seconds; the slowest related selection passes in about 15 s on an idle 2-core machine
+SUITE_TIMEOUT = 900.0  # the whole suite passes in about 170 s
+KILL_GRACE = 5.0
+
+
+class MutationError(RuntimeError):
+    """A patch that cannot be applied: its original text does not occur exactly once."""
+
+
+class ShimError(RuntimeError):
+    """The copy's code was not what ran (the import shim failed): every result of the run would be void."""
+
+
+# --------------------------------------------------------------------------------------------- the patch
+def locate(mutant: Mutant, root: Path = ROOT) -> tuple[int, int]:
+    """(occurrences of the original text in the mutant's file under ``root``, line of the first one or 0)."""
+    path = root / mutant.path
+    if not path.is_file():
+        return 0, 0
+    text = path.read_bytes().decode()
+    where = text.find(mutant.original)
+    return text.count(mutant.original), (text[:where].count("\n") + 1 if where >= 0 else 0)
+
+
+def apply(mutant: Mutant, root: Path) -> int:
+    """Patch the copy at ``root`` in place; returns the patched line. Raises MutationError unless the
+    original text occurs exactly once."""
+    path = root / mutant.path
+    if not path.is_file():
+        raise MutationError(f"{mutant.name}: {mutant.path} does not exist under {root}")
+    text = path.read_bytes().decode()
+    count = text.count(mutant.original)
+    if count != 1:
+        raise MutationError(f"{mutant.name}: the original text occurs {count} times in {mutant.path} "
+                            f"(it must occur exactly once):\n{mutant.original}")
+    line = text[:text.find(mutant.original)].count("\n") + 1
+    path.write_bytes(text.replace(mutant.original, mutant.replacement).encode())
+    return line
+
+
+# ----------------------------------------------------------------------------------- copies of the tree
+def repository_files(root: Path = ROOT, untracked: bool = False) -> list[str]:
+    """Repository-relative paths of the tracked files (plus untracked, not ignored ones with ``untracked``)
+    that exist in the working tree; read with ``git ls-files``, which changes nothing."""
+    command = ["git", "-C", str(root), "ls-files", "-z", "--cached"]
+    if untracked:
+        command += ["--others", "--exclude-standard"]
+    try:
+        listed = subprocess.run(command, capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise RuntimeError(f"cannot list the repository's files with git: {error}") from error
+    skip = (".git/", ".venv/")
+    return sorted({f for f in listed if f and not f.startswith(skip) and (root / f).is_file()})
+
+
+def copy_files(source: Path, dest: Path, files: list[str]) -> None:
+    for name in files:
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target)
+
+
+def package_dirs(repo: Path) -> dict[str, str]:
+    """pyproject's package-dir mapping, resolved in ``repo``: {"veridec.reference": ".../reference", ...}."""
+    config = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {package: str((repo / folder).resolve()) for package, folder in config["package-dir"].items()}
+
+
+def module_name(path: str, packages: dict[str, str], repo: Path) -> str | None:
+    """The import name of the repository file ``path`` (None when no package holds it)."""
+    file = (repo / path).resolve()
+    best = None
+    for package, folder in packages.items():
+        try:
+            parts = file.relative_to(folder).parts
+        except ValueError:
+            continue
+        if best is None or len(parts) < len(best[1]):
+            best = (package, parts)
+    if best is None or not path.endswith(".py"):
+        return None
+    package, parts = best
+    tail = [*parts[:-1], *([] if parts[-1] == "__init__.py" else [parts[-1][:-3]])]
+    return ".".join([package, *tail])
+
+
+SITECUSTOMIZE = '''"""Written by veridec.harness.mutation: ``veridec`` and its mapped packages are imported from the copy
+below, not from the editable install of the main tree (whose finder, appended to sys.meta_path, maps
+veridec.reference etc. to the main tree whatever PYTHONPATH says)."""
+
+import sys
+from importlib.machinery import PathFinder
+from importlib.util import spec_from_file_location
+from pathlib import Path
+
+MAPPING = {mapping!r}
+
+
+class CopyFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname in MAPPING:
+            folder = MAPPING[fullname]
+            return spec_from_file_location(fullname, str(Path(folder) / "__init__.py"),
+                                           submodule_search_locations=[folder])
+        parent = fullname.rpartition(".")[0]
+        if parent in MAPPING:
+            return PathFinder.find_spec(fullname, [MAPPING[parent]])
+        return None
+
+    @classmethod
+    def invalidate_caches(cls):
+        pass
+
+
+sys.meta_path.insert(0, CopyFinder)
+'''
+
+PROBE_PLUGIN = '''"""Written by veridec.harness.mutation: a pytest plugin proving that the copy's code is what runs, and
+recording the first failure and the test running now (for timeouts) in MUTATION_PROBE (JSON)."""
+
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ["MUTATION_ROOT"]).resolve()
+PROBE = Path(os.environ["MUTATION_PROBE"])
+CURRENT = Path(os.environ["MUTATION_PROBE"] + ".current")
+STATE = {"imports": {}, "import_errors": {}, "outside": [], "first_failure": None, "finished": False}
+
+
+def _inside(file):
+    try:
+        Path(file).resolve().relative_to(ROOT)
+        return True
+    except ValueError:
+        return False
+
+
+def _outside():
+    return sorted(f"{name} -> {module.__file__}" for name, module in list(sys.modules.items())
+                  if (name == "veridec" or name.startswith("veridec.")) and getattr(module, "__file__", None)
+                  and not _inside(module.__file__))
+
+
+def _save():
+    PROBE.write_text(json.dumps(STATE, indent=1))
+
+
+def _error(report):
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        lines = [line for line in str(crash.message).splitlines() if line.strip()]
+        return lines[0][:300] if lines else ""
+    lines = [line for line in str(report.longrepr).splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or [""])[-1][:300]
+
+
+def _record(nodeid, when, report):
+    if STATE["first_failure"] is None:
+        STATE["first_failure"] = {"nodeid": nodeid, "when": when, "error": _error(report)}
+        _save()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    for name in filter(None, os.environ.get("MUTATION_IMPORTS", "").split(",")):
+        try:
+            STATE["imports"][name] = importlib.import_module(name).__file__
+        except Exception as error:  # a mutant may break its own module: collection reports that as a failure
+            STATE["import_errors"][name] = f"{type(error).__name__}: {error}"
+    STATE["outside"] = _outside()
+    _save()
+    if STATE["outside"]:
+        raise pytest.UsageError("mutation shim failed, imported from outside the copy: " + "; ".join(STATE["outside"]))
+
+
+def pytest_runtest_logstart(nodeid, location):
+    CURRENT.write_text(nodeid)
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        _record(report.nodeid, report.when, report)
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _record(report.nodeid or "<collection>", "collect", report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    STATE["outside"] = _outside()
+    STATE["finished"] = True
+    _save()
+'''
+
+
+@dataclass
+class PytestRun:
+    selection: list[str]
+    rc: int | None  # None: killed at the timeout
+    seconds: float
+    timed_out: bool
+    first_failure: dict | None  # {"nodeid", "when", "error"}
+    current: str | None  # the test running when the run ended (the hanging one after a timeout)
+    probe: dict
+    log: Path
+
+
+class Sandbox:
+    """A copy of the repository (``repo``) with its import shim (``shim``) under ``work``."""
+
+    def __init__(self, work: Path, source: Path, files: list[str]):
+        self.work, self.repo, self.shim = work, work / "repo", work / "shim"
+        copy_files(source, self.repo, files)
+        self.packages = package_dirs(self.repo)
+        self.shim.mkdir(parents=True)
+        (self.shim / "sitecustomize.py").write_text(SITECUSTOMIZE.format(mapping=self.packages))
+        (self.shim / "_mutation_probe.py").write_text(PROBE_PLUGIN)
+        self.runs = 0
+
+    def env(self, probe: Path, imports: list[str]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+        env.update(PYTHONPATH=str(self.shim), OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", MUTATION_ROOT=str(self.repo),
+                   MUTATION_PROBE=str(probe), MUTATION_IMPORTS=",".join(imports))
+        return env
+
+    def pytest(self, selection: list[str], timeout: float, module: str | None = None) -> PytestRun:
+        """Run pytest on ``selection`` in the copy; kill its process group after ``timeout`` seconds."""
+        self.runs += 1
+        tag = f"run{self.runs}"
+        probe, log = self.work / f"{tag}.json", self.work / f"{tag}.log"
+        imports = [*self.packages, *([module] if module else [])]
+        command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *selection]
+        started = time.perf_counter()
+        with open(log, "wb") as out:
+            process = subprocess.Popen(command, cwd=self.repo, env=self.env(probe, imports), stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                rc, timed_out = process.wait(timeout=timeout), False
+            except subprocess.TimeoutExpired:
+                rc, timed_out = None, True
+                stop(process)
+            except BaseException:  # Ctrl-C: take the child's process group down too
+                stop(process)
+                raise
+        seconds = time.perf_counter() - started
+        state = json.loads(probe.read_text()) if probe.exists() else {}
+        current = Path(f"{probe}.current")
+        run = PytestRun(selection, rc, seconds, timed_out, state.get("first_failure"),
+                        current.read_text() if current.exists() else None, state, log)
+        check_shim(run)
+        return run
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End the process group this runner started for ``process`` (TERM, then KILL after a grace period)."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def check_shim(run: PytestRun) -> None:
+    """Void the whole run loudly if anything of ``veridec`` came from outside the copy."""
+    if run.probe.get("outside"):
+        raise ShimError(f"imports came from outside the copy ({run.log}): {run.probe['outside']}")
+    if not run.timed_out and not run.probe:
+        tail = run.log.read_text(errors="replace")[-2000:] if run.log.exists() else ""
+        raise ShimError(f"the probe plugin did not run (pytest exit {run.rc}, {run.log}):\n{tail}")
+
+
+# ----------------------------------------------------------------------------------------- one mutant
+@dataclass
+class Result:
+    mutant: Mutant
+    line: int
+    status: str  # "killed", "survived", "inconclusive" (the killer fails unmutated too), "error"
+    killer: str | None = None  # node id, "timeout" or None
+    phase: str | None = None  # "related" or "suite": the run that decided
+    detail: str = ""  # the failure's first line, the hanging test, or what went wrong
+    seconds: float = 0.0
+    runs: list[dict] = field(default_factory=list)
+
+    @property
+    def by_timeout(self) -> bool:
+        return self.status == "killed" and self.killer == "timeout"
+
+    def to_dict(self) -> dict:
+        return {"name": self.mutant.name, "place": f"{self.mutant.path}:{self.line}", "area": self.mutant.area,
+                "clause": self.mutant.clause, "description": self.mutant.description, "status": self.status,
+                "killer": self.killer, "phase": self.phase, "detail": self.detail, "seconds": round(self.seconds, 1),
+                "runs": self.runs}
+
+
+class Pristine:
+    """An unmutated copy of the snapshot: does a killing test pass without the mutant? (cached per test)"""
+
+    def __init__(self, work: Path, source: Path, files: list[str]):
+        self.work, self.source, self.files, self.sandbox, self.verdicts = work, source, files, None, {}
+
+    def passes(self, nodeid: str, timeout: float) -> bool:
+        if nodeid not in self.verdicts:
+            if self.sandbox is None:
+                self.sandbox = Sandbox(self.work, self.source, self.files)
+            run = self.sandbox.pytest([nodeid], timeout)
+            self.verdicts[nodeid] = run.rc == 0
+        return self.verdicts[nodeid]
+
+
+def suite_selection(mutant: Mutant, full: bool) -> list[str]:
+    skipped = ALWAYS_IGNORED if full else (*mutant.tests, *ALWAYS_IGNORED)
+    return ["tests", *(f"--ignore={path}" for path in skipped)]
+
+
+def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], options,
+               pristine: Pristine | None) -> Result:
+    started = time.perf_counter()
+    sandbox = Sandbox(work, snapshot, files)
+    line = apply(mutant, sandbox.repo)
+    module = module_name(mutant.path, sandbox.packages, sandbox.repo)
+    phases = [("suite", suite_selection(mutant, True), options.suite_timeout)] if options.full else [
+        ("related", list(mutant.tests), options.timeout), ("suite", suite_selection(mutant, False), options.suite_timeout)]
+    result = Result(mutant, line, "survived")
+    for phase, selection, timeout in phases:
+        run = sandbox.pytest(selection, timeout, module)
+        result.runs.append({"phase": phase, "rc": run.rc, "seconds": round(run.seconds, 1),
+                            "timed_out": run.timed_out, "first_failure": run.first_failure, "current": run.current})
+        result.phase = phase
+        if run.timed_out:
+            result.status, result.killer = "killed", "timeout"
+            result.detail = f"after {timeout:.0f} s" + (f" in `{run.current}`" if run.current else " (collecting)")
+            suspect = run.current
+        elif run.rc == 0:
+            continue
+        elif run.rc in (1, 2) and run.first_failure:
+            failure = run.first_failure
+            result.status, result.killer = "killed", failure["nodeid"]
+            result.detail = (f"{failure['when']}: " if failure["when"] != "call" else "") + failure["error"]
+            suspect = failure["nodeid"]
+        else:
+            result.status = "error"
+            result.detail = f"pytest exit {run.rc} without a failing test (log {run.log}, kept with --keep)"
+            break
+        if pristine is not None and suspect and not pristine.passes(suspect, timeout):
+            result.status = "inconclusive"
+            result.detail = "it fails without the mutant too; " + result.detail
+        break
+    else:
+        result.phase = None
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# ----------------------------------------------------------------------------------------------- report
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _killed_by(result: Result) -> str:
+    if result.status == "survived":
+        return "survived"
+    if result.status == "error":
+        return f"error: {_cell(result.detail)}"
+    if result.killer == "timeout":  # the detail names the hanging test: never shortened
+        text = f"timeout ({result.phase}; {_cell(result.detail)})"
+    else:
+        detail = " ".join(result.detail.split())
+        detail = detail if len(detail) <= 90 else detail[:87] + "..."
+        text = f"`{result.killer}` ({result.phase}; {_cell(detail)})"
+    return ("inconclusive: " if result.status == "inconclusive" else "") + text
+
+
+def summary(results: list[Result]) -> dict:
+    total = len(results)
+    killed = [r for r in results if r.status == "killed"]
+    by_test = [r for r in killed if not r.by_timeout]
+    return {"total": total, "killed": len(killed), "by_pytest": len(by_test), "timeouts": len(killed) - len(by_test),
+            "by_related": sum(r.phase == "related" for r in by_test),
+            "survived": [r.mutant.name for r in results if r.status == "survived"],
+            "inconclusive": [r.mutant.name for r in results if r.status == "inconclusive"],
+            "errors": [r.mutant.name for r in results if r.status == "error"],
+            "seconds": round(sum(r.seconds for r in results), 1)}
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def render(results: list[Result], header: dict, done: bool) -> str:
+    s = summary(results)
+    n = s["total"]
+    lines = ["# Mutation gate", "",
+             f"`{header['command']}` ({'finished' if done else 'in progress'}), {header['started']} UTC, commit "
+             f"{header['commit']} plus the working tree's changes ({header['files']} {header['which']} files, "
+             f"copied once at the start), Python {header['python']}, {header['machine']}.", "",
+             f"Catalogue: {header['catalogue']} mutants (`harness/mutants.py`); this run: {n}"
+             + (f" (`--only`: {header['only']})" if header["only"] else "") + ". "
+             + ("Every mutant runs the whole suite (`--full`)." if header["full"] else
+                "Each mutant runs its related test files first, and the rest of the suite only if they pass.")
+             + f" pytest `{' '.join(header['pytest'])}`; timeouts {header['timeout']:.0f} s (related) and "
+             f"{header['suite_timeout']:.0f} s (suite), a timeout counts as a kill. "
+             + ("A killing test is rerun alone on an unmutated copy; a kill whose test fails there too is "
+                "inconclusive." if header["verify"] else "Kills were not rerun on an unmutated copy."), "",
+             "| mutant | place | description | killed by | seconds (wall) |", "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| `{r.mutant.name}` | `{r.mutant.path}:{r.line}` | {_cell(r.mutant.description)} "
+                     f"| {_killed_by(r)} | {r.seconds:.1f} |")
+    lines += ["", f"**Summary: killed {s['killed']} / {n} ({_percent(s['killed'], n)}); by pytest alone (a failing "
+              f"test, timeouts not counted) {s['by_pytest']} / {n} ({_percent(s['by_pytest'], n)}), "
+              f"{s['by_related']} of them by the related tests; timeouts {s['timeouts']}; survived "
+              f"{len(s['survived'])}; inconclusive {len(s['inconclusive'])}; errors {len(s['errors'])}. "
+              f"{s['seconds']:.0f} s in all, {s['seconds'] / max(n, 1):.0f} s per mutant.**", ""]
+    if s["survived"]:
+        lines.append("Survivors: " + "; ".join(f"`{r.mutant.name}` ({r.mutant.clause})"
+                                               for r in results if r.status == "survived") + ".")
+        lines.append("")
+    areas: dict[str, list[Result]] = {}
+    for r in results:
+        areas.setdefault(r.mutant.area, []).append(r)
+    lines += ["| area | mutants | killed | survived |", "|---|---|---|---|"]
+    for area, rows in sorted(areas.items()):
+        lines.append(f"| {area} | {len(rows)} | {sum(r.status == 'killed' for r in rows)} "
+                     f"| {sum(r.status == 'survived' for r in rows)} |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------- main
+def select(only: list[str] | None) -> list[Mutant]:
+    if not only:
+        return list(MUTANTS)
+    names = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    known = {m.name: m for m in MUTANTS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        hints = {n: difflib.get_close_matches(n, known, n=3) for n in unknown}
+        raise SystemExit(f"unknown mutant(s): {hints} (see --list)")
+    return [known[n] for n in dict.fromkeys(names)]
+
+
+def list_catalogue(mutants: list[Mutant]) -> str:
+    lines = []
+    for m in mutants:
+        count, line = locate(m)
+        place = f"{m.path}:{line}" if count == 1 else f"{m.path} (original found {count} times!)"
+        lines.append(f"{m.name}\n    {place}  [{m.area}]  {m.clause}\n    {m.description}\n"
+                     f"    tests: {', '.join(m.tests)}")
+    counts: dict[str, int] = {}
+    for m in mutants:
+        counts[m.area] = counts.get(m.area, 0) + 1
+    lines.append(f"{len(mutants)} mutants: " + ", ".join(f"{a} {c}" for a, c in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def _commit(root: Path) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              check=True).stdout.decode().strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m veridec.harness.mutation", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only these mutants (repeat or comma-separate)")
+    parser.add_argument("--full", action="store_true", help="run the whole suite for every mutant")
+    parser.add_argument("--report", default=str(DEFAULT_REPORT), help="markdown report (default benchmarks/mutation.md)")
+    parser.add_argument("--json", help="also write the results as JSON")
+    parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument("--timeout", type=float, default=RELATED_TIMEOUT, help="seconds per related-tests run")
+    parser.add_argument("--suite-timeout", type=float, default=SUITE_TIMEOUT, help="seconds per whole-suite run")
+    parser.add_argument("--untracked", action="store_true", help="copy untracked, not ignored files too")
+    parser.add_argument("--no-verify", action="store_true", help="do not rerun killing tests on an unmutated copy")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
+    parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
+    args = parser.parse_args(argv)
+    mutants = select(args.only)
+    if args.list:
+        print(list_catalogue(mutants))
+        return 0
+    broken = [(m.name, locate(m)[0]) for m in mutants if locate(m)[0] != 1]
+    if broken:
+        raise MutationError("original texts not found exactly once in the working tree: "
+                            + ", ".join(f"{name} ({count}x)" for name, count in broken))
+    files = repository_files(ROOT, args.untracked)
+    work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
+    header = {"command": "python -m veridec.harness.mutation " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "commit": _commit(ROOT),
+              "files": len(files), "which": "tracked and untracked" if args.untracked else "tracked",
+              "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
+              "catalogue": len(MUTANTS), "only": ", ".join(m.name for m in mutants) if args.only else "",
+              "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
+              "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
+    report = Path(args.report)
+    results: list[Result] = []
+    try:
+        snapshot = work / "snapshot"
+        copy_files(ROOT, snapshot, files)  # one consistent tree for every mutant, whatever changes meanwhile
+        pristine = None if args.no_verify else Pristine(work / "pristine", snapshot, files)
+        for i, mutant in enumerate(mutants, 1):
+            result = run_mutant(mutant, work / f"{i:03d}-{mutant.name}", snapshot, files, args, pristine)
+            results.append(result)
+            if not args.keep:
+                shutil.rmtree(work / f"{i:03d}-{mutant.name}", ignore_errors=True)
+            print(f"[{i}/{len(mutants)}] {mutant.name}: {result.status}"
+                  + (f" by {result.killer} ({result.phase})" if result.killer else "")
+                  + f", {result.seconds:.1f} s", flush=True)
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(render(results, header, done=i == len(mutants)))
+    finally:
+        if args.keep:
+            print(f"copies and logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"header": header, "summary": summary(results),
+                                               "results": [r.to_dict() for r in results]}, indent=1))
+    s = summary(results)
+    print(f"killed {s['killed']} / {s['total']} (by pytest alone {s['by_pytest']}, timeouts {s['timeouts']}); "
+          f"survived {len(s['survived'])}; report {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The mutation gate's catalogue and patching (harness/mutants.py, harness/mutation.py), without running pytest
+on a mutant: every original text occurs exactly once in its file, the patched file still compiles, names are
+unique, related test files exist; patches apply to a copy and never to the tree; a copy's imports come from
+the copy (the editable install's finder would otherwise serve veridec.reference etc. from this tree)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from veridec.harness import mutation
+from veridec.harness.mutants import MUTANTS, Mutant
+
+ROOT = Path(__file__).resolve().parents[1]
+AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
+         "veridec/numerics", "veridec/canvas", "veridec/decoding", "reference", "optimized", "proofs_checks"}
+
+
+def test_catalogue_size_names_and_spread():
+    names = [m.name for m in MUTANTS]
+    assert len(names) >= 60 and len(set(names)) == len(names), "names must be unique"
+    assert {m.area for m in MUTANTS} == AREAS  # every area of the code carries mutants
+    for m in MUTANTS:
+        assert m.original != m.replacement and "\n" not in m.description and m.clause.startswith("spec/"), m.name
+        assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
+    count, line = mutation.locate(mutant, ROOT)
+    assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update harness/mutants.py"
+    text = (ROOT / mutant.path).read_text()
+    compile(text.replace(mutant.original, mutant.replacement), mutant.path, "exec")
+    assert line >= 1
+    for test in mutant.tests:
+        assert (ROOT / test).is_file(), f"{mutant.name}: related test file {test} does not exist"
+
+
+def test_patches_apply_to_a_copy_only(tmp_path):
+    mutant = MUTANTS[0]
+    before = (ROOT / mutant.path).read_bytes()
+    mutation.copy_files(ROOT, tmp_path, [mutant.path, "pyproject.toml"])
+    line = mutation.apply(mutant, tmp_path)
+    patched = (tmp_path / mutant.path).read_text()
+    assert line == mutation.locate(mutant, ROOT)[1]
+    assert mutant.replacement in patched and patched.count(mutant.original) == 0
+    assert patched.splitlines()[line - 1] != before.decode().splitlines()[line - 1]  # the reported line changed
+    assert (ROOT / mutant.path).read_bytes() == before  # the tree is never touched
+    with pytest.raises(mutation.MutationError, match="occurs 0 times"):
+        mutation.apply(mutant, tmp_path)  # applied already: the original is gone
+    twice = Mutant("twice", "pyproject.toml", '"', "'", "quote", "spec/none", ("tests/test_mutation.py",))
+    with pytest.raises(mutation.MutationError, match="exactly once"):
+        mutation.apply(twice, tmp_path)
+    with pytest.raises(mutation.MutationError, match="does not exist"):
+        mutation.apply(Mutant("missing", "nope.py", "a", "b", "-", "spec/none", ()), tmp_path)
+
+
+def test_module_names_and_suite_selection():
+    packages = mutation.package_dirs(ROOT)
+    assert mutation.module_name("optimized/packed.py", packages, ROOT) == "veridec.optimized.packed"
+    assert mutation.module_name("veridec/rules/llada.py", packages, ROOT) == "veridec.rules.llada"
+    assert mutation.module_name("proofs_checks/__init__.py", packages, ROOT) == "veridec.proofs_checks"
+    mutant = next(m for m in MUTANTS if len(m.tests) > 1)
+    related = mutation.suite_selection(mutant, full=False)
+    assert related[0] == "tests" and {f"--ignore={t}" for t in mutant.tests} <= set(related)
+    assert "--ignore=tests/test_mutation.py" in related  # every mutant breaks this file's catalogue check
+    assert mutation.suite_selection(mutant, full=True) == ["tests", "--ignore=tests/test_mutation.py"]
+    with pytest.raises(SystemExit, match="unknown mutant"):
+        mutation.select(["no-such-mutant"])
+    assert [m.name for m in mutation.select([f"{MUTANTS[1].name},{MUTANTS[0].name}"])] == [MUTANTS[1].name,
+                                                                                        MUTANTS[0].name]
+
+
+def test_the_shim_makes_the_copy_win_over_the_editable_install(tmp_path):
+    """The copy's packages and a patched module import from the copy (a plain python, not pytest)."""
+    files = ["pyproject.toml"] + [str(p.relative_to(ROOT)) for folder in ("veridec", "reference", "optimized",
+                                                                          "proofs_checks", "harness")
+                                 for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
+    sandbox = mutation.Sandbox(tmp_path / "work", ROOT, files)
+    mutant = next(m for m in MUTANTS if m.path.startswith("reference/"))
+    mutation.apply(mutant, sandbox.repo)
+    module = mutation.module_name(mutant.path, sandbox.packages, sandbox.repo)
+    code = (f"import importlib, veridec, veridec.reference, veridec.optimized, veridec.proofs_checks, veridec.harness; "
+            f"m = importlib.import_module({module!r}); "
+            f"print(veridec.__file__, veridec.reference.__file__, veridec.optimized.__file__, "
+            f"veridec.proofs_checks.__file__, veridec.harness.__file__, m.__file__, sep='\\n')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=sandbox.repo, env=sandbox.env(tmp_path / "probe.json", []),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = [Path(line) for line in out.stdout.split()]
+    assert len(loaded) == 6 and all(p.is_relative_to(sandbox.repo.resolve()) for p in loaded), loaded
+    assert mutant.replacement in loaded[-1].read_text()
+
+
+def test_repository_files_are_the_tracked_ones():
+    try:
+        files = mutation.repository_files(ROOT)
+    except RuntimeError as error:  # no git or no .git (an exported tree)
+        pytest.skip(str(error))
+    assert "pyproject.toml" in files and "veridec/rules/llada.py" in files
+    assert not any(f.startswith((".venv/", ".git/")) or "__pycache__" in f for f in files)
