@@ -154,7 +154,8 @@ def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start:
     span = slice(window.start, window.start + logits.shape[1])
     tokens = x[:, span]  # [B, W]
     positions = torch.arange(span.start, span.stop, device=x.device)
-    candidates = (tokens == run.mask_id) & (positions < block.end)[None]
+    live = masks_in(x, block, run.mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
+    candidates = (tokens == run.mask_id) & (positions < block.end)[None] & live
     dependency = symmetrized_dependency(attentions, run.rule, window.rows, window.cols) if run.needs_attention \
         else None
     result = parallel_step(run.rule, logits, tokens, candidates, **run.sampling, offset=window.start,

@@ -50,7 +50,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
             query = (positions - model.logit_shift).clamp_min(0)  # the query scoring each token
             dependency = symmetrized_dependency(out.attentions, rule, query, query) if needs_attention else None
             logits = out.logits if guide is None else guide(x, out.logits, trace.counters)
-            result = parallel_step(rule, logits, x, (x == mask_id) & (positions < end)[None],
+            live = (x[:, start:end] == mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
+            result = parallel_step(rule, logits, x, (x == mask_id) & (positions < end)[None] & live,
                                    temperature=temperature, remasking=remasking, ties=ties, generator=generator,
                                    block_step=step, block_masks_at_start=at_start,
                                    block_masks=(x[:, start:end] == mask_id).sum(dim=1), block_length=block_length,

@@ -14,7 +14,7 @@ from veridec.models import random_model
 from veridec.oracles import HMMOracle
 from veridec.optimized.parallel import decode as optimized
 from veridec.reference.parallel import decode as reference
-from veridec.rules.parallel import DAPD, KLASS
+from veridec.rules.parallel import DAPD, KLASS, Threshold
 from veridec.rules.presets import PRESETS
 
 NAMES = sorted(PRESETS)
@@ -86,6 +86,38 @@ def test_left_padded_batch_equals_single_rows(small_model, cache, name):
     for i, n in enumerate([6, 2, 4]):
         alone = optimized(model, prompt[i:i + 1, 6 - n:], **kw)
         assert torch.equal(batch.canvas[i, 6 - n:], alone.canvas[0])
+        assert batch.trace.commit_order(i) == [{(p + 6 - n, t) for p, t in s} for s in alone.trace.commit_order(0)]
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_corpus_batches_decode_as_their_rows_alone_with_klass(cache):
+    """P11/P12: a row whose block is done takes no step while the batch decodes the others' blocks, so KLASS's
+    history is not fed extra observations (16 corpus prompts on the shipped model in float64: one row decoded
+    differently in the batch when it was)."""
+    from veridec.harness.workloads import prompts_for, single_prompts
+    from veridec.models.shipped import load_model
+
+    model = load_model("default", dtype=torch.float64)
+    prompt, mask = prompts_for("default", model, 16, 0)
+    kw = dict(rule=PRESETS["klass-hq"], cache=cache, gen_length=64, block_length=32)
+    batch = optimized(model, prompt, mask, **kw)
+    for i, single in enumerate(single_prompts(prompt, mask)):
+        alone = optimized(model, single, **kw)
+        assert torch.equal(batch.canvas[i, prompt.shape[1] - single.shape[1]:], alone.canvas[0]), i
+
+
+def test_a_row_done_with_its_block_leaves_its_prompt_masks_to_its_own_steps(small_model):
+    """P11: masks before the block compete only while the row still decodes the block; once its block is done a
+    row takes no step, so a batch fills a prompt mask exactly when the row alone would."""
+    model = small_model("llada", 11 % 7)
+    prompt = torch.randint(0, 90, (2, 6), generator=torch.Generator().manual_seed(11))
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1] * 6])
+    prompt[0, 3] = model.special.mask_id  # a mask inside the first row's prompt; row 0 finishes block 0 first
+    kw = dict(rule=Threshold(0.1), gen_length=8, block_length=4)
+    batch = reference(model, prompt, mask, **kw)
+    for i, n in enumerate([4, 6]):
+        alone = reference(model, prompt[i:i + 1, 6 - n:], **kw)
+        assert torch.equal(batch.canvas[i, 6 - n:], alone.canvas[0]), i
         assert batch.trace.commit_order(i) == [{(p + 6 - n, t) for p, t in s} for s in alone.trace.commit_order(0)]
 
 

@@ -210,17 +210,20 @@ class KLASS:
                 "seen": torch.zeros(batch, length, dtype=torch.bool, device=device)}
 
     def _update(self, view: StepView) -> torch.Tensor:
-        """Record this step's predictions; return each window position's run of stable steps [B, W]."""
+        """Record this step's predictions; return each window position's run of stable steps [B, W]. A row
+        without candidates takes no step (its block is done while others decode theirs): not updated."""
         state, window = view.state, slice(view.offset, view.offset + view.probs.shape[1])
         if state["probs"] is None:
             batch, length = state["stable"].shape
             state["probs"] = view.probs.new_zeros(batch, length, view.probs.shape[-1])  # [B, L, V]
+        live = view.candidates.any(dim=1, keepdim=True)  # [B, 1]
         log_p, log_prev = (t.clamp_min(1e-300).log() for t in (view.probs, state["probs"][:, window]))
         kl = (view.probs * (log_p - log_prev)).sum(dim=-1)  # [B, W] KL(p_t || p_{t-1})
-        stable = state["stable"][:, window]
-        state["stable"][:, window] = torch.where(state["seen"][:, window] & (kl < self.kl_threshold), stable + 1, 0)
-        state["probs"][:, window] = view.probs
-        state["seen"][:, window] = True
+        stable, seen = state["stable"][:, window], state["seen"][:, window]
+        updated = torch.where(seen & (kl < self.kl_threshold), stable + 1, 0)
+        state["stable"][:, window] = torch.where(live, updated, stable)
+        state["probs"][:, window] = torch.where(live[..., None], view.probs, state["probs"][:, window])
+        state["seen"][:, window] = seen | live
         return state["stable"][:, window]
 
 
