@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from veridec.compare import compare_traces
+from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
@@ -26,7 +27,7 @@ DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq",
 VARIANTS = ("reference", "prefix", "dual")  # "optimized" without cache is Tier E: the reference's counters
 GEN_LENGTHS = (64, 128, 256)
 PROMPTS, SEED = 4, 0
-BASELINE = Path("benchmarks/baseline.json")
+BASELINE = Path(__file__).resolve().parents[1] / "benchmarks" / "baseline.json"  # in the source tree
 # Allowed regression before the gate fails: relative for costs and throughput, absolute for agreement. Counters
 # are deterministic on one machine; the slack absorbs argmax flips from another CPU's float rounding.
 TOLERANCE = {"full_forwards": 0.05, "positions_per_prompt": 0.05, "tokens_per_step": 0.05,
@@ -90,7 +91,7 @@ def write(records: dict[str, dict], path: Path = BASELINE) -> None:
     meta = {"model": "default", "prompts": PROMPTS, "block_length": BLOCK, "seed": SEED,
             "torch": torch.__version__, "written": time.strftime("%Y-%m-%d")}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"meta": meta, "tolerance": TOLERANCE, "cases": deterministic}, indent=1) + "\n")
+    write_text_atomic(path, json.dumps({"meta": meta, "tolerance": TOLERANCE, "cases": deterministic}, indent=1) + "\n")
 
 
 # Same-run wall-clock ratios held to conservative floors (measured ~10x, ~5x, ~5x on 2 shared cores).

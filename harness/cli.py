@@ -1,5 +1,6 @@
 """The ``veridec`` command: generate, verify, exactness, bounds, baseline, experiment, train (argparse and
-dispatch; the work lives in the harness modules). Bad arguments: one line on stderr and exit code 2."""
+dispatch; the work lives in the harness modules). Exit codes: 0 success, 1 a failed check or an internal failure
+(its message on stderr), 2 a bad argument (one line on stderr, before any computation)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import importlib
 import json
 import os
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,36 +17,48 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from veridec.models.shipped import load_model  # noqa: E402
-from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
+from veridec.files import write_text_atomic  # noqa: E402
 from veridec.rules.common import REMASKING  # noqa: E402
-
-from veridec.rules.presets import PRESETS, preset  # noqa: E402
+from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
+from veridec.rules.presets import PRESETS  # noqa: E402
 
 from . import exactness  # noqa: E402
+from . import generate as generate_command  # noqa: E402
+from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
+                        load_model_arg, number, seed)
 from .checks.registry import VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .workloads import BLOCK  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
-
-
-class UsageError(ValueError):
-    """A bad command-line argument (exit code 2)."""
+MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run a command: 0 success, 1 a failed check or an internal failure (its message, no traceback; set
+    VERIDEC_DEBUG=1 for one), 2 a bad argument."""
     try:
+        args = build_parser().parse_args(argv)
         return args.run(args)
-    except (ValueError, FileNotFoundError) as err:  # validation errors name the argument and its range
+    except UsageError as err:
         print(f"veridec: error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # an internal failure: its message, exit 1
+        if os.environ.get("VERIDEC_DEBUG"):
+            raise
+        print(f"veridec: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are usage errors: one line on stderr, exit code 2 (subcommands inherit it)."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
+    parser = Parser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_generate_parser, _verify_parser, _exactness_parser, _bounds_parser, _baseline_parser,
                 _experiment_parser, _train_parser):
@@ -59,17 +71,17 @@ def _generate_parser(commands) -> None:
     gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
     _model_args(gen)
     gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
-    gen.add_argument("--gen-length", type=int, default=64)
-    gen.add_argument("--block-length", type=int, default=None, help="LLaDA block length (default: gen length)")
-    gen.add_argument("--steps", type=int, default=None, help="denoising steps (default: gen length)")
-    gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--remasking", choices=REMASKING, default="low_confidence")
-    gen.add_argument("--cfg-scale", type=float, default=0.0)
-    gen.add_argument("--alg", choices=DREAM_ALGS, default="entropy", help="Dream's position-selection rule")
-    gen.add_argument("--tokens-per-step", type=int, default=None, help="fixed top-k per step (Conf baseline)")
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--gen-length", type=integer(1), default=64)
+    gen.add_argument("--block-length", type=integer(1), default=None, help="LLaDA block length (default: gen length)")
+    gen.add_argument("--steps", type=integer(1), default=None, help="denoising steps (default: gen length)")
+    gen.add_argument("--temperature", type=number(), default=0.0)
+    gen.add_argument("--remasking", choices=REMASKING, default=None, help="LLaDA: low_confidence (default) | random")
+    gen.add_argument("--cfg-scale", type=number(), default=None, help="LLaDA: classifier-free guidance (default 0)")
+    gen.add_argument("--alg", choices=DREAM_ALGS, default=None, help="Dream's position rule (default entropy)")
+    gen.add_argument("--tokens-per-step", type=integer(1), default=None, help="fixed top-k per step (Conf baseline)")
+    gen.add_argument("--seed", type=seed, default=0)
     gen.add_argument("--trace", type=Path, default=None, help="write the decode trace as JSON")
-    gen.set_defaults(run=run_generate)
+    gen.set_defaults(run=generate_command.run)
 
 
 def _verify_parser(commands) -> None:
@@ -77,7 +89,7 @@ def _verify_parser(commands) -> None:
     _model_args(ver)
     ver.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     ver.add_argument("--quick", action="store_true", help="fewer cases per check")
-    ver.add_argument("--seed", type=int, default=0)
+    ver.add_argument("--seed", type=seed, default=0)
     ver.add_argument("--only", default=None, help="run checks whose name contains this text")
     ver.add_argument("--no-table", action="store_true", help="skip the exactness table")
     ver.add_argument("--out", type=Path, default=None, help="write exactness.md and exactness.json here")
@@ -90,17 +102,17 @@ def _exactness_parser(commands) -> None:
     exa.add_argument("--out", type=Path, default=Path("results"))
     exa.add_argument("--quick", action="store_true", help="2 prompts, gen length 32")
     exa.add_argument("--decoders", default=None, help="comma-separated preset names (default: all)")
-    exa.add_argument("--prompts", type=int, default=8)
-    exa.add_argument("--gen-length", type=int, default=64)
-    exa.add_argument("--block-length", type=int, default=BLOCK)
-    exa.add_argument("--seed", type=int, default=0)
+    exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=8)
+    exa.add_argument("--gen-length", type=integer(1), default=64)
+    exa.add_argument("--block-length", type=integer(1), default=BLOCK)
+    exa.add_argument("--seed", type=seed, default=0)
     exa.set_defaults(run=run_exactness)
 
 
 def _bounds_parser(commands) -> None:
     bnd = commands.add_parser("bounds", help="check every theorem of spec/theorems.md on random joints")
-    bnd.add_argument("--cases", type=int, default=100_000)
-    bnd.add_argument("--seed", type=int, default=0)
+    bnd.add_argument("--cases", type=integer(1, 10**9), default=100_000)
+    bnd.add_argument("--seed", type=seed, default=0)
     bnd.add_argument("--json", type=Path, default=None, help="write the table as JSON")
     bnd.set_defaults(run=run_bounds_command)
 
@@ -121,7 +133,8 @@ def _experiment_parser(commands) -> None:
                           "fastguide: reward-guided decoding, FastGuide vs the guided baselines")
     exp.add_argument("--out", type=Path, default=Path("results"))
     exp.add_argument("--quick", action="store_true", help="a reduced run (a minute or two on 2 cores)")
-    exp.add_argument("--seed", type=int, default=0)
+    exp.add_argument("--seed", type=seed, default=0)
+    exp.add_argument("--quiet", action="store_true", help="no progress bar")
     exp.set_defaults(run=run_experiment)
 
 
@@ -139,105 +152,18 @@ def _model_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def check_device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise UsageError(f"--device {name!r} is not a device name ({err})") from err
-    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
-        raise UsageError(f"--device {name}: no such CUDA device (available: {torch.cuda.device_count()})")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise UsageError("--device mps: MPS is not available")
-    return device
-
-
-# ------------------------------------------------------------------------------------------- generate
-class ProgressModel:
-    """Ticks a progress bar once per forward; everything else is the wrapped model."""
-
-    def __init__(self, model, bar):
-        self.model, self.bar = model, bar
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, x, attention_mask=None):
-        self.bar.update(1)
-        return self.model(x, attention_mask=attention_mask)
-
-
-def run_generate(args) -> int:
-    device = check_device(args.device)
-    model = load_model(args.model, device=device)
-    if model.tokenizer is None:
-        raise UsageError(f"--model {args.model}: the folder has no tokenizer, so text prompts cannot be encoded")
-    ids = encode_prompt(model.tokenizer, args.prompt)
-    if len(ids) + args.gen_length > model.max_length:
-        raise UsageError(f"--prompt ({len(ids)} tokens) + --gen-length ({args.gen_length}) exceeds the model's "
-                         f"context of {model.max_length} tokens")
-    steps = args.gen_length if args.steps is None else args.steps
-    decode = sampler(args, steps)  # validates every sampling argument before any forward
-    torch.manual_seed(args.seed)
-    start = time.time()
-    with tqdm(total=None if args.tokens_per_step else steps, disable=args.quiet, desc="decoding", leave=False) as bar:
-        decoded = decode(ProgressModel(model, bar), torch.tensor([ids], device=device))
-    seconds = time.time() - start
-    print(render(model, decoded.canvas[0], len(ids)))
-    trace = decoded.trace
-    print(f"steps {len(trace.steps)} | full forwards {trace.counters.full_forwards} | "
-          f"tokens/step {trace.tokens_per_step():.2f} | {seconds:.2f} s")
-    if args.trace:
-        trace.save(args.trace)
-    return 0
-
-
-def sampler(args, steps: int):
-    """The reference sampler the arguments ask for, as prompt -> Decoded; its parameters validated now."""
-    from veridec.reference.dream import diffusion_generate
-    from veridec.reference.llada import generate
-    from veridec.rules.dream import DreamParams
-    from veridec.rules.llada import LLaDAParams
-
-    if args.gen_length < 1:
-        raise UsageError(f"--gen-length must be >= 1, got {args.gen_length}")
-    if args.sampler == "llada":
-        kw = dict(steps=steps, gen_length=args.gen_length, block_length=args.block_length or args.gen_length,
-                  temperature=args.temperature, cfg_scale=args.cfg_scale, remasking=args.remasking,
-                  tokens_per_step=args.tokens_per_step)
-        LLaDAParams(**kw)
-        return lambda model, prompt: generate(model, prompt, **kw)
-    kw = dict(steps=steps, alg=args.alg, temperature=args.temperature, tokens_per_step=args.tokens_per_step)
-    DreamParams(**kw)
-    return lambda model, prompt: diffusion_generate(model, prompt, max_new_tokens=args.gen_length, **kw)
-
-
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    if not text:
-        raise UsageError("--prompt must not be empty")
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    if tokenizer.decode(ids) != text:
-        raise UsageError(f"--prompt: the model's tokenizer cannot encode {text!r} faithfully "
-                         f"(it decodes back as {tokenizer.decode(ids)!r}); use characters in its vocabulary")
-    return ids
-
-
-def render(model, canvas: torch.Tensor, prompt_length: int) -> str:
-    """The decoded text, cut at the first EOS after the prompt (masks left undecoded show as the mask token)."""
-    ids = canvas.tolist()
-    eos = model.special.eos_id
-    if eos is not None and eos in ids[prompt_length:]:
-        ids = ids[: prompt_length + ids[prompt_length:].index(eos)]
-    return model.tokenizer.decode(ids)
-
-
 # ------------------------------------------------------------------------------------------- verify
 def run_verify(args) -> int:
     device = check_device(args.device)
-    context = VerifyContext(load_model(args.model, device=device, dtype=torch.float32),
-                            load_model(args.model, device=device, dtype=torch.float64), args.seed, args.quick)
+    if args.out and (args.no_table or args.only):
+        raise UsageError("--out writes the exactness table, which --no-table and --only skip")
+    check_output_dir(args.out, "--out")
+    check_output_file(args.json, "--json")
     checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
     if not checks:
         raise UsageError(f"--only {args.only!r} matches no check")
+    context = VerifyContext(load_model_arg(args.model, device, torch.float32),
+                            load_model_arg(args.model, device, torch.float64), args.seed, args.quick)
     results = [item.run(context) for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False)]
     prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
     rows = [] if args.no_table or args.only else \
@@ -252,7 +178,7 @@ def run_verify(args) -> int:
     if args.out and rows:
         exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, BLOCK, args.seed))
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "seed": args.seed, "quick": args.quick,
+        write_text_atomic(args.json, json.dumps({"model": args.model, "seed": args.seed, "quick": args.quick,
                                          "checks": results_to_json(results),
                                          "exactness": [asdict(r) for r in rows]}, indent=2))
     return 0 if all(r.passed for r in results) else 1
@@ -260,11 +186,17 @@ def run_verify(args) -> int:
 
 def run_exactness(args) -> int:
     decoders = sorted(PRESETS) if args.decoders is None else args.decoders.split(",")
-    for name in decoders:
-        preset(name)  # a clear error for unknown names
+    unknown = [name for name in decoders if name not in PRESETS]
+    if unknown:
+        raise UsageError(f"--decoders: unknown preset(s) {unknown}; the presets are {sorted(PRESETS)}")
     prompts, gen = exactness.QUICK_SIZE if args.quick else (args.prompts, args.gen_length)
+    if gen % args.block_length:
+        raise UsageError(f"--gen-length {gen} must be a multiple of --block-length {args.block_length}")
+    device = check_device(args.device)
+    check_output_dir(args.out, "--out")
+    load_model_arg(args.model, device)  # a clear error for a bad --model before the table starts
     rows = exactness.build_table(args.model, decoders, prompts, gen, args.block_length, args.seed,
-                                 device=check_device(args.device), quiet=args.quiet)
+                                 device=device, quiet=args.quiet)
     exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, args.block_length,
                                                                args.seed))
     print(exactness.to_markdown(rows))
@@ -277,12 +209,11 @@ def run_bounds_command(args) -> int:
 
     from .checks.bounds import OFF_AS_PUBLISHED
 
-    if args.cases < 1:
-        raise UsageError(f"--cases must be >= 1, got {args.cases}")
+    check_output_file(args.json, "--json")
     report = run_bounds(cases=args.cases, seed=args.seed)
     print(to_markdown(report))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+        write_text_atomic(args.json, json.dumps(report, indent=2))
     broken = [r["theorem"] for r in report["rows"] if r["violations"] and r["theorem"] not in OFF_AS_PUBLISHED]
     if broken:
         print("violated: " + ", ".join(broken))
@@ -294,7 +225,16 @@ def run_baseline(args) -> int:
     from . import baseline
 
     path = args.file or baseline.BASELINE
-    gens = tuple(int(g) for g in args.gen_lengths.split(","))
+    try:
+        gens = tuple(int(g) for g in args.gen_lengths.split(","))
+    except ValueError as err:
+        raise UsageError(f"--gen-lengths must be comma-separated integers, got {args.gen_lengths!r}") from err
+    if any(g < 1 or g % baseline.BLOCK for g in gens):
+        raise UsageError(f"--gen-lengths must be positive multiples of the block length {baseline.BLOCK}, got {gens}")
+    if args.update:
+        check_output_file(path, "--file")
+    elif not path.is_file():
+        raise UsageError(f"--file {path}: no counter baseline there (write one with --update)")
     records = baseline.run_cases(gens)
     if args.update:
         baseline.write(records, path)
@@ -308,8 +248,9 @@ def run_baseline(args) -> int:
 
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
+    check_output_dir(args.out, "--out")
     module = importlib.import_module(f"veridec.harness.experiments.{args.name}")
-    module.run(args.out, quick=args.quick, seed=args.seed)
+    module.run(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet)
     print((args.out / f"{args.name}.md").read_text())
     return 0
 

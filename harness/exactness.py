@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from veridec.canvas import initial_canvas
 from veridec.compare import compare_traces
+from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.numerics import tolerance
 from veridec.optimized.parallel import decode as optimized_decode
@@ -28,7 +29,7 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 from .checks.registry import CheckResult
-from .workloads import BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models
+from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
 QUICK_SIZE = (2, 32)  # (prompts, gen length) of ``--quick`` tables
@@ -199,8 +200,8 @@ def exactness_result(rows: list[Row]) -> CheckResult:
 def write_table(rows: list[Row], out, meta: dict) -> None:
     """exactness.json (meta + rows) and exactness.md under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "exactness.json").write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2))
-    (out / "exactness.md").write_text(f"# Exactness table ({', '.join(f'{k} {v}' for k, v in meta.items())})\n\n"
+    write_text_atomic(out / "exactness.json", json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2))
+    write_text_atomic(out / "exactness.md", f"# Exactness table ({', '.join(f'{k} {v}' for k, v in meta.items())})\n\n"
                                       + to_markdown(rows))
 
 

@@ -55,6 +55,7 @@ from unittest import mock
 
 import torch
 
+from veridec.files import write_text_atomic
 from veridec.models import SpecialTokens, load_pretrained, random_model, save_pretrained
 from veridec.models.tokenizer import DEFAULT_ALPHABET, FAMILY_SPECIALS
 
@@ -450,7 +451,10 @@ def run_veridec(case: dict, model, *, honour_padding: bool = True) -> dict:
     """Replay ``case`` with veridec's decoder for its sampler and variant (ties="torch", torch's global RNG
     seeded as recorded) -> {status: "ok", canvas, nfe, steps} or {status: "error", error, forwards, steps} (the
     steps completed before the error). ``honour_padding=False`` drops the attention mask (``ignores_padding``)."""
-    from veridec.optimized.fastdllm import generate_with_dual_cache, generate_with_prefix_cache
+    from veridec.optimized.fastdllm import (
+        generate_with_dual_cache,
+        generate_with_prefix_cache,
+    )
     from veridec.reference.dream import diffusion_generate
     from veridec.reference.fastdllm import generate as fastdllm_generate
     from veridec.reference.llada import generate as llada_generate
@@ -1015,7 +1019,7 @@ def _write_json(path: Path, golden: dict) -> None:
     lines = [json.dumps(case, separators=(",", ":")) for case in golden["cases"]]
     text = json.dumps(head, indent=1)[:-2] + ',\n "cases": [\n' + ",\n".join(lines) + "\n ]\n}\n"
     json.loads(text)
-    path.write_text(text)
+    write_text_atomic(path, text)
 
 
 def summary(golden: dict) -> dict:

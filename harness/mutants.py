@@ -57,6 +57,7 @@ COMPARE = "tests/test_compare.py"
 THEOREMS = "tests/test_theorems.py"
 OBSERVATIONS = "tests/test_observations.py"
 CLI = "tests/test_cli.py"
+ORACLE_PARALLEL = "tests/test_spec_oracles_parallel.py"
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/rules: common (LLaDA-style proposal)
@@ -131,6 +132,25 @@ MUTANTS: list[Mutant] = [
         "ok = passes(sorted_conf, 1 - self.factor / n, self.inclusive) | (n == 1)",
         "the factor rule's level is 1 - f/n instead of 1 - f/(n + 1)",
         "spec/parallel.md P4", (RULES, FASTDLLM)),
+    # the three bugs tests/test_spec_oracles_parallel.py found (fixed), kept so that they stay dead
+    Mutant(
+        "factor-level-in-float32", "veridec/rules/parallel.py",
+        "n = torch.arange(1, sorted_conf.shape[1] + 1, device=sorted_conf.device, dtype=torch.float64)[None]",
+        "n = torch.arange(1, sorted_conf.shape[1] + 1, device=sorted_conf.device)[None]",
+        "the factor level 1 - f/(n + 1) is evaluated in float32 (a LongTensor n) against float64 confidences",
+        "spec/parallel.md P4", (ORACLE_PARALLEL, RULES)),
+    Mutant(
+        "eb-prefix-as-total-minus-entry", "veridec/rules/parallel.py",
+        "before = F.pad(entropy.cumsum(dim=1)[:, :-1], (1, 0))",
+        "before = entropy.cumsum(dim=1) - entropy",
+        "EB's sum of the preceding entropies formed as a running total minus the entry (loses sub-ulp terms)",
+        "spec/parallel.md P6", (ORACLE_PARALLEL, RULES)),
+    Mutant(
+        "dapd-query-clamped-not-first-real", "reference/parallel.py",
+        "query = scoring_queries(x.shape[1], model.logit_shift, attention_mask, x.device)  # [B, L]",
+        "query = (positions - model.logit_shift).clamp_min(0)  # [B, L]",
+        "DAPD reads a padded Dream row's first real token at the padding before it instead of its own position",
+        "spec/parallel.md P8; spec/models.md M3", (ORACLE_PARALLEL, DECODERS)),
     Mutant(
         "passes-inclusive-swapped", "veridec/rules/parallel.py",
         "return value >= bound if inclusive else value > bound",
@@ -225,8 +245,8 @@ MUTANTS: list[Mutant] = [
         "spec/models.md MC2; spec/notation.md N2", (MODEL_CACHE, CACHE, DECODERS)),
     Mutant(
         "realign-ignores-padding", "veridec/models/interface.py",
-        "first_real = 0 if attention_mask is None else attention_mask.int().argmax(dim=1, keepdim=True)  # [B, 1]",
-        "first_real = 0  # [B, 1]",
+        "return 0 if attention_mask is None else attention_mask.int().argmax(dim=1, keepdim=True)",
+        "return 0",
         "Dream realignment treats position 0 as every row's first real token (padded rows shift a pad in)",
         "spec/notation.md N6; spec/models.md M3", (MODEL_CACHE, SAMPLERS)),
     Mutant(
@@ -260,8 +280,8 @@ MUTANTS: list[Mutant] = [
         "spec/models.md M9; spec/notation.md N2", (ORACLES,)),
     Mutant(
         "enumerated-log-prob-little-endian", "veridec/oracles/enumerated.py",
-        "index = (x * self.num_symbols ** torch.arange(self.length - 1, -1, -1)).sum(dim=1)  # [B]",
-        "index = (x * self.num_symbols ** torch.arange(self.length)).sum(dim=1)  # [B]",
+        "index = (x * self.num_symbols ** torch.arange(self.length - 1, -1, -1, device=x.device)).sum(dim=1)  # [B]",
+        "index = (x * self.num_symbols ** torch.arange(self.length, device=x.device)).sum(dim=1)  # [B]",
         "log_prob indexes the joint little-endian while outcomes are row-major",
         "spec/models.md M9", (ORACLES, THEOREMS)),
     # ------------------------------------------------------------------ veridec/guidance
@@ -309,8 +329,8 @@ MUTANTS: list[Mutant] = [
         "spec/guidance.md GF1", (FASTGUIDE,)),
     Mutant(
         "reward-left-pad-mask-off-by-one", "veridec/guidance/reward.py",
-        "mask = torch.stack([torch.arange(width) >= width - len(r) for r in rows]).long()",
-        "mask = torch.stack([torch.arange(width) > width - len(r) for r in rows]).long()",
+        "mask = torch.stack([torch.arange(width, device=r.device) >= width - len(r) for r in rows]).long()",
+        "mask = torch.stack([torch.arange(width, device=r.device) > width - len(r) for r in rows]).long()",
         "the reward's left-padding mask hides each row's first real position",
         "spec/guidance.md G3", (GUIDANCE, REWARD_TRAINING)),
     # ------------------------------------------------------------------ veridec/trace, veridec/compare
@@ -359,8 +379,8 @@ MUTANTS: list[Mutant] = [
         "spec/models.md M4; spec/sequential.md SQ0.6", (SAMPLERS, CLI)),
     Mutant(
         "left-pad-pads-on-the-right", "veridec/canvas.py",
-        "ids = torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)",
-        "ids = torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)",
+        "ids = torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long, device=\"cpu\")",
+        "ids = torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=\"cpu\")",
         "left_pad puts the pad ids on the right while the attention mask stays left-padded",
         "spec/notation.md N2", (REWARD_TRAINING, CLI)),
     Mutant(
@@ -372,8 +392,8 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ reference
     Mutant(
         "cfg-scale-formula", "reference/llada.py",
-        "return unconditional + (cfg_scale + 1) * (conditional - unconditional)",
-        "return unconditional + cfg_scale * (conditional - unconditional)",
+        "guided = unconditional + (cfg_scale + 1) * (conditional - unconditional)",
+        "guided = unconditional + cfg_scale * (conditional - unconditional)",
         "classifier-free guidance weights the difference by w instead of w + 1",
         "spec/sequential.md SQ1.5", (SAMPLERS,)),
     Mutant(
@@ -554,9 +574,9 @@ MUTANTS: list[Mutant] = [
         "spec/theorems.md TK1 (eps in (e_max, 1/(n+1)])", (THEOREMS,)),
     Mutant(
         "bounds-table-keeps-loosest-slack", "proofs_checks/table.py",
-        'min(into["tightest_slack"], row["tightest_slack"])',
-        'max(into["tightest_slack"], row["tightest_slack"])',
-        "merging bounds rows keeps the loosest slack instead of the tightest",
+        "into[key] = row[key] if into[key] is None else min(into[key], row[key])",
+        "into[key] = row[key] if into[key] is None else max(into[key], row[key])",
+        "merging bounds rows keeps the loosest slack (and margin) instead of the tightest",
         "spec/theorems.md TK3", (THEOREMS, CLI)),
     Mutant(
         "pmi-sign", "proofs_checks/observations.py",

@@ -36,10 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+
+import tomllib
+
+from veridec.files import write_text_atomic
 
 from .mutants import MUTANTS, Mutant
 
@@ -134,8 +137,8 @@ def module_name(path: str, packages: dict[str, str], repo: Path) -> str | None:
     return ".".join([package, *tail])
 
 
-SITECUSTOMIZE = '''"""Written by veridec.harness.mutation: ``veridec`` and its mapped packages are imported from the copy
-below, not from the editable install of the main tree (whose finder, appended to sys.meta_path, maps
+SITECUSTOMIZE = '''"""Written by veridec.harness.mutation: ``veridec`` and its mapped packages are imported from the
+copy below, not from the editable install of the main tree (whose finder, appended to sys.meta_path, maps
 veridec.reference etc. to the main tree whatever PYTHONPATH says)."""
 
 import sys
@@ -382,8 +385,9 @@ def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], opt
     sandbox = Sandbox(work, snapshot, files)
     line = apply(mutant, sandbox.repo)
     module = module_name(mutant.path, sandbox.packages, sandbox.repo)
+    related = ("related", list(mutant.tests), options.timeout)
     phases = [("suite", suite_selection(mutant, True), options.suite_timeout)] if options.full else [
-        ("related", list(mutant.tests), options.timeout), ("suite", suite_selection(mutant, False), options.suite_timeout)]
+        related, ("suite", suite_selection(mutant, False), options.suite_timeout)]
     result = Result(mutant, line, "survived")
     for phase, selection, timeout in phases:
         run = sandbox.pytest(selection, timeout, module)
@@ -525,9 +529,11 @@ def _commit(root: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m veridec.harness.mutation", description=__doc__.split("\n")[0])
-    parser.add_argument("--only", action="append", metavar="NAME", help="run only these mutants (repeat or comma-separate)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="run only these mutants (repeat or comma-separate)")
     parser.add_argument("--full", action="store_true", help="run the whole suite for every mutant")
-    parser.add_argument("--report", default=str(DEFAULT_REPORT), help="markdown report (default benchmarks/mutation.md)")
+    parser.add_argument("--report", default=str(DEFAULT_REPORT),
+                        help="markdown report (default benchmarks/mutation.md)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
     parser.add_argument("--timeout", type=float, default=RELATED_TIMEOUT, help="seconds per related-tests run")
@@ -569,14 +575,14 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" by {result.killer} ({result.phase})" if result.killer else "")
                   + f", {result.seconds:.1f} s", flush=True)
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(render(results, header, done=i == len(mutants)))
+            write_text_atomic(report, render(results, header, done=i == len(mutants)))
     finally:
         if args.keep:
             print(f"copies and logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"header": header, "summary": summary(results),
+        write_text_atomic(args.json, json.dumps({"header": header, "summary": summary(results),
                                                "results": [r.to_dict() for r in results]}, indent=1))
     s = summary(results)
     print(f"killed {s['killed']} / {s['total']} (by pytest alone {s['by_pytest']}, timeouts {s['timeouts']}); "

@@ -13,6 +13,7 @@ import time
 from typing import NamedTuple
 
 import torch
+from tqdm import tqdm
 
 from veridec.canvas import left_pad
 from veridec.models.shipped import load_world_hmm
@@ -22,6 +23,11 @@ from veridec.reference.parallel import decode as reference_decode
 from . import corpus
 
 BLOCK = 32  # the block length of every table and experiment on the shipped models
+
+
+def progress(items, desc: str, quiet: bool = False):
+    """``items`` behind a progress bar on stderr (experiments and tables), or silently with ``quiet``."""
+    return tqdm(items, desc=desc, leave=False, disable=quiet)
 
 
 def table_models(model_name: str) -> list[str]:

@@ -34,12 +34,12 @@ class SparseRecompute:
         """Logits [B, V] of each row's candidate ``slot`` after committing at ``previous`` (response indices)."""
         query = self.prompt_len + slot - self.model.logit_shift  # [B] the query scoring the candidate
         positions = window_positions(self.prompt_len + previous, query, self.window, x.shape[1])  # [B, n]
-        raw = self.model.forward_cached(x.gather(1, positions), positions, self.cache).logits  # [B, n, V]
+        raw = self.model.forward_cached(x.gather(1, positions), positions, self.cache, check=False).logits  # [B, n, V]
         self.counters.add_forward(rows=x.shape[0], queries=positions.shape[1], full=False)
         where = (positions == query[:, None]).float().argmax(dim=1)  # [B] the query's index in the window
-        logits = raw[torch.arange(x.shape[0]), where]
+        logits = raw[torch.arange(x.shape[0], device=x.device), where]
         if self.measure_tv:
-            exact = self.model(x, attention_mask=self.attention_mask).logits[torch.arange(x.shape[0]),
+            exact = self.model(x, attention_mask=self.attention_mask).logits[torch.arange(x.shape[0], device=x.device),
                                                                                self.prompt_len + slot]
             self.tvs.append((logits, exact))
         return logits
@@ -48,7 +48,7 @@ class SparseRecompute:
 def window_positions(changed: torch.Tensor, query: torch.Tensor, radius: int, length: int) -> torch.Tensor:
     """[B, n] sorted canvas positions: the union of |p - changed| <= radius and |p - query| <= radius, padded per
     row with the next-nearest positions to the query so every row has the same count n (the largest union)."""
-    positions = torch.arange(length)[None]  # [1, L]
+    positions = torch.arange(length, device=changed.device)[None]  # [1, L]
     member = ((positions - changed[:, None]).abs() <= radius) | ((positions - query[:, None]).abs() <= radius)
     n = int(member.sum(dim=1).max())
     score = torch.where(member, -1, (positions - query[:, None]).abs())  # members first, then nearest
@@ -64,8 +64,8 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
     """Decode ``prompt`` [B, P] with FastGuide, sparse recomputation (window radius ``params.window``); batches
     of trajectories share each call. ``stats`` receives "tv_mean" and "tv_max" when ``measure_tv``."""
     mask_id = model.special.mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
     bound = reward.bind(prompt_texts)
     trace = Trace("fastguide-sparse", {**params.__dict__, "guidance": guidance.__dict__}, prompt_len, batch)
     recomputer = SparseRecompute(model, attention_mask, prompt_len, params.window, trace.counters, measure_tv)

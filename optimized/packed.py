@@ -28,7 +28,7 @@ def packed_window_logits(model, branches: torch.Tensor, positions: torch.Tensor,
     tokens = branches.permute(1, 0, 2).reshape(batch, k * width)  # [B, K*Q], branch-major
     fed = positions.repeat(1, k)  # [B, K*Q]
     bias = packing_bias(positions, cache.length, k, model.dtype, lookahead_from)  # [B, 1, K*Q, L + K*Q]
-    raw = model.forward_cached(tokens, fed, cache, write=False, attn_bias=bias).logits  # [B, K*Q, V]
+    raw = model.forward_cached(tokens, fed, cache, write=False, attn_bias=bias, check=False).logits  # [B, K*Q, V]
     return raw.reshape(batch, k, width, -1).permute(1, 0, 2, 3)
 
 

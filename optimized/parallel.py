@@ -18,7 +18,9 @@ from typing import NamedTuple
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params, step_budget
+from veridec.decoding import (check_decode_args, check_logits, check_model_supports, check_progress, decode_params,
+                              step_budget)
+from veridec.models.interface import scoring_queries
 from veridec.rules.common import check_choice
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
@@ -50,8 +52,8 @@ class Window(NamedTuple):
     ``rows[j]`` of the forward, which is key ``cols[j]`` of the attention (DAPD reads attention there)."""
 
     start: int
-    rows: torch.Tensor  # [W]
-    cols: torch.Tensor  # [W]
+    rows: torch.Tensor  # [W] or [B, W]
+    cols: torch.Tensor  # [W] or [B, W]
 
 
 @dataclass
@@ -87,8 +89,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
     trace = Trace(name or f"{rule.name}-{cache}-cache",
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt_len, batch)
     run = Decoding(model, rule, cache, attention_mask, mask_id, block_length, trace,
@@ -130,7 +132,7 @@ def refresh(run: Decoding, x: torch.Tensor):
     else:
         out, kv = run.model.prefill(x, run.attention_mask, output_attentions=run.needs_attention)
     run.trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
-    query = (torch.arange(x.shape[1], device=x.device) - run.model.logit_shift).clamp_min(0)  # [L] scoring query
+    query = scoring_queries(x.shape[1], run.model.logit_shift, run.attention_mask, x.device)  # [B, L]
     return out.logits, out.attentions, Window(0, query, query), kv
 
 
@@ -140,7 +142,8 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
     shift = run.model.logit_shift
     end = block.end if run.cache == "dual" else x.shape[1]
     fed = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
-    out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention)
+    out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention,
+                                   check=False)  # fed is the block geometry: no host read
     run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
     logits = out.logits[:, :end - block.start]  # [B, W, V]: query j scores token j + shift
     run.hook.after_cached_forward(logits, run.sampling["temperature"], run.sampling["generator"])
@@ -151,6 +154,7 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
 def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
               attentions, window: Window) -> torch.Tensor:
     """The rule's step on the window's logits; records it and returns the new canvas [B, L]."""
+    check_logits(logits, run.trace, offset=window.start)
     span = slice(window.start, window.start + logits.shape[1])
     tokens = x[:, span]  # [B, W]
     positions = torch.arange(span.start, span.stop, device=x.device)

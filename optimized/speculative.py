@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_progress, decode_params, step_budget
+from veridec.decoding import check_decode_args, check_logits, check_progress, check_rule, decode_params, step_budget
 from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import DAPD, KLASS, Threshold
@@ -48,9 +48,12 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     confidence there is >= ``lookahead_threshold`` are committed before R's refresh of the next block."""
     started = time.perf_counter()
     tree = DraftTree(width, depth, alternatives)
-    check_arguments(prompt, rule, cache, tree, gen_length, block_length, lookahead, lookahead_threshold)
+    check_arguments(rule, cache, tree, gen_length, block_length, lookahead, lookahead_threshold)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    if prompt.shape[0] != 1:
+        raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), "
+                         f"got {prompt.shape[0]}")
     trace = Trace(f"speculative-{rule.name}-{cache}-W{width}D{depth}" + (f"-inter{lookahead}" if lookahead else ""),
                   {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
                    "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
@@ -65,9 +68,10 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     return Decoded(run.x, trace)
 
 
-def check_arguments(prompt, rule, cache: str, tree: DraftTree, gen_length: int, block_length: int, lookahead: int,
+def check_arguments(rule, cache: str, tree: DraftTree, gen_length: int, block_length: int, lookahead: int,
                     lookahead_threshold: float) -> None:
     """Clear errors for what speculation cannot serve (SP5)."""
+    check_rule(rule)
     check_decode_args(gen_length, block_length, 0.0, "low_confidence", "lowest")
     check_choice("cache", cache, POLICIES)
     tree.check_block(block_length)
@@ -79,9 +83,6 @@ def check_arguments(prompt, rule, cache: str, tree: DraftTree, gen_length: int, 
     if isinstance(rule, (KLASS, DAPD)):
         raise ValueError(f"rule {rule.name!r} is not supported: speculation needs a stateless rule whose step "
                          "depends on the logits alone (KLASS keeps history, DAPD needs attention weights)")
-    if prompt.shape[0] != 1:
-        raise ValueError(f"prompt: speculative decoding takes one prompt at a time (batch size 1), "
-                         f"got {prompt.shape[0]}")
 
 
 @dataclass
@@ -108,7 +109,8 @@ class _Run:
         return self.model.logit_shift
 
     def block(self, block: int, start: int, end: int) -> None:
-        budget = step_budget((self.x == self.mask_id) & (torch.arange(self.x.shape[1]) < end)[None], self.rule)
+        positions = torch.arange(self.x.shape[1], device=self.x.device)  # [L]
+        budget = step_budget((self.x == self.mask_id) & (positions < end)[None], self.rule)
         if self.cache == "dual":  # R's refresh: a full forward that fills the cache; its step uses all masks < end
             out, self.kv = self.model.prefill(self.x, self.attention_mask)
         else:
@@ -137,8 +139,9 @@ class _Run:
     def step(self, logits, offset: int, end: int):
         """R's step on the current state's logits (window at ``offset``) -> (the next canvas, ``record(block)``
         which appends that step to the trace, the StepView R's rule saw)."""
+        check_logits(logits, self.trace, offset=offset)
         window = self.x[:, offset:offset + logits.shape[1]]
-        positions = torch.arange(offset, offset + window.shape[1])
+        positions = torch.arange(offset, offset + window.shape[1], device=window.device)
         result = parallel_step(self.rule, logits, window, (window == self.mask_id) & (positions < end)[None])
         after = self.x.clone()
         after[:, offset:offset + window.shape[1]] = result.x
@@ -172,7 +175,7 @@ class _Run:
             self.trace.counters.add_forward(rows=states.shape[0], queries=states.shape[2])
             return logits
         stop = min(end + self.lookahead, states.shape[2])  # inter-block speculation widens the window
-        fed = torch.arange(start - self.shift, stop)[None]  # [1, Q]
+        fed = torch.arange(start - self.shift, stop, device=states.device)[None]  # [1, Q]
         split = end if stop > end else None  # the block's queries see what R's dual step sees
         raw = packed_window_logits(self.model, states[:, :, start - self.shift:stop], fed, self.kv, split)
         self.trace.counters.add_forward(rows=1, queries=states.shape[0] * fed.shape[1], full=False)
@@ -183,7 +186,7 @@ class _Run:
         (the completed state's, over the widened window) reaches the threshold; recorded as a step."""
         stop = min(end + self.lookahead, offset + logits.shape[1])
         window = self.x[:, offset:offset + logits.shape[1]]
-        positions = torch.arange(offset, offset + window.shape[1])
+        positions = torch.arange(offset, offset + window.shape[1], device=window.device)
         candidates = (window == self.mask_id) & (positions >= end)[None] & (positions < stop)[None]
         confidence = step_view(logits, logits.argmax(-1), candidates).confidence  # [B, W], -inf off the candidates
         confident = candidates & (confidence >= self.lookahead_threshold)

@@ -63,9 +63,8 @@ def _flip_family(rng, count: int, symbols: int, length: int) -> np.ndarray:
 def mixed_joints(rng: np.random.Generator, count: int, symbols: int, length: int) -> np.ndarray:
     """``count`` joints, every kind in equal share (the last kind takes the remainder)."""
     share = count // len(KINDS)
-    parts = [random_joints(rng, share if i < len(KINDS) - 1 else count - share * (len(KINDS) - 1), symbols,
-                           length, kind) for i, kind in enumerate(KINDS)]
-    return np.concatenate(parts)
+    counts = [share if i < len(KINDS) - 1 else count - share * (len(KINDS) - 1) for i in range(len(KINDS))]
+    return np.concatenate([random_joints(rng, n, symbols, length, kind) for n, kind in zip(counts, KINDS) if n])
 
 
 def epsilons(rng: np.random.Generator, errors: np.ndarray, length: int) -> np.ndarray:

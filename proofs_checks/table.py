@@ -26,14 +26,16 @@ def checks_for(a, rng) -> list[TheoremResult]:
 
 
 def run_bounds(cases: int = 100_000, seed: int = 0, chunk: int = 5_000) -> dict:
-    """``cases`` random joints spread over SHAPES, every check on each; rows merged per theorem, plus the
+    """Exactly ``cases`` (>= 1) random joints spread over SHAPES, every check on each; rows merged per theorem, plus the
     exact published-claim counterexamples and the T4 capacity rows. Returns {"rows", "counterexamples",
     "cases", "seconds", "joints_per_minute"}."""
+    if not isinstance(cases, int) or cases < 1:
+        raise ValueError(f"cases must be an integer >= 1, got {cases!r}")
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
     merged: dict[str, dict] = {}
-    per_shape = max(1, cases // len(SHAPES))
-    for symbols, length in SHAPES:
+    for i, (symbols, length) in enumerate(SHAPES):
+        per_shape = cases // len(SHAPES) + (i < cases % len(SHAPES))  # exactly ``cases`` in all
         for begin in range(0, per_shape, chunk):
             joints = mixed_joints(rng, min(chunk, per_shape - begin), symbols, length)
             for result in checks_for(analyse(joints), rng):
@@ -43,9 +45,8 @@ def run_bounds(cases: int = 100_000, seed: int = 0, chunk: int = 5_000) -> dict:
     found = published_counterexamples()
     for row in rows:
         row["counterexample"] = found.get(row["theorem"], "")
-    total = per_shape * len(SHAPES)
-    return {"rows": rows, "cases": total, "seconds": round(seconds, 2),
-            "joints_per_minute": round(total / seconds * 60)}
+    return {"rows": rows, "cases": cases, "seconds": round(seconds, 2),
+            "joints_per_minute": round(cases / seconds * 60)}
 
 
 def merge(merged: dict, row: dict) -> None:
@@ -55,9 +56,9 @@ def merge(merged: dict, row: dict) -> None:
     into = merged[row["theorem"]]
     for key in ("cases", "hypotheses_held", "violations"):
         into[key] += row[key]
-    if row["tightest_slack"] is not None:
-        into["tightest_slack"] = row["tightest_slack"] if into["tightest_slack"] is None else \
-            min(into["tightest_slack"], row["tightest_slack"])
+    for key in ("tightest_slack", "tightest_margin"):
+        if row[key] is not None:
+            into[key] = row[key] if into[key] is None else min(into[key], row[key])
 
 
 def capacity_rows(denominator: int = 40) -> list[dict]:
@@ -74,7 +75,7 @@ def capacity_rows(denominator: int = 40) -> list[dict]:
 
     wrong_corrected = sum(corrected_wrong(k, t) for k, t in grid)
     wrong_published = sum(published_wrong(k, t) for k, t in grid)
-    base = {"cases": len(grid), "hypotheses_held": len(grid), "tightest_slack": None}
+    base = {"cases": len(grid), "hypotheses_held": len(grid), "tightest_slack": None, "tightest_margin": None}
     return [{"theorem": "T4 neighbour capacity (corrected)", "statement": "m_max = ceil(kappa/(1-tau) - 1) - 1",
              "published": False, "violations": wrong_corrected, **base},
             {"theorem": "T4 neighbour capacity (published)", "statement": "m_max = floor(kappa/(1-tau) - 1)",

@@ -44,13 +44,16 @@ class TheoremResult:
         return self.hypotheses & ~(self.conclusion & self.bound_holds())
 
     def summary(self) -> dict:
+        """Counts, the tightest slack (bound - value) and the tightest margin from failing: slack + the float
+        rounding allowance, never below 0 while no case fails (exact batches: the slack itself)."""
         held = self.hypotheses
-        tightest = None
+        tightest = margin = None
         if held.any() and self.slacks:
             tightest = float(min(np.min(s[held].astype(float)) for s in self.slacks.values()))
+            margin = tightest + self.rounding
         return {"theorem": self.name, "statement": self.statement, "published": self.published,
                 "cases": int(len(held)), "hypotheses_held": int(held.sum()),
-                "violations": int(self.violations.sum()), "tightest_slack": tightest}
+                "violations": int(self.violations.sum()), "tightest_slack": tightest, "tightest_margin": margin}
 
 
 def rounding_for(a: Analysis) -> float:

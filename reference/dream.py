@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from veridec.canvas import initial_canvas
+from veridec.canvas import check_prompt, initial_canvas
+from veridec.decoding import check_logits
 from veridec.rules.dream import DreamParams, dream_step
 from veridec.trace import Decoded, Trace, record_step
 
@@ -32,6 +33,7 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     """
     params = DreamParams(steps, eps, alg, alg_temp, temperature, top_p, top_k, tokens_per_step, ties)
     mask_id = model.special.mask_id if mask_token_id is None else mask_token_id
+    check_prompt(model, inputs, attention_mask, mask_id)
     batch, prompt_len = inputs.shape
     total = _total_length(prompt_len, max_length, max_new_tokens)
     x, attention_mask = initial_canvas(model, inputs, attention_mask, total - prompt_len, mask_id)
@@ -44,6 +46,7 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     while _continues(step, x, mask_id, params):
         logits = logits_hook(step, x, model(x, attention_mask=attention_mask).logits)
         trace.counters.add_forward(rows=batch, queries=total)
+        check_logits(logits, trace)
         result = dream_step(logits, x, step=step, timesteps=timesteps, params=params, mask_id=mask_id,
                             generator=generator)
         new_x = tokens_hook(step, result.x, logits)

@@ -23,7 +23,7 @@ class ExactRecompute:
         return self.model(x, attention_mask=self.attention_mask).logits[:, self.prompt_len:]
 
     def candidate(self, x: torch.Tensor, previous: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-        return self.full(x)[torch.arange(x.shape[0]), slot]
+        return self.full(x)[torch.arange(x.shape[0], device=x.device), slot]
 
 
 @torch.no_grad()
@@ -32,8 +32,8 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              guidance: GuidanceParams = GuidanceParams(), generator: torch.Generator | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] with FastGuide, exact recomputation; one trace step per hybrid step."""
     mask_id = model.special.mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
     bound = reward.bind(prompt_texts)
     trace = Trace("fastguide-exact", {**params.__dict__, "guidance": guidance.__dict__}, prompt_len, batch)
     recomputer = ExactRecompute(model, attention_mask, prompt_len, trace.counters)

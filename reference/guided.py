@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.decoding import check_logits, check_rule
 from veridec.guidance.guide import Guide, GuidanceParams, guidance_vector
 from veridec.guidance.sampling import sample_token, slot_confidence
 from veridec.rules.common import check_range
@@ -28,11 +29,11 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
     check_range("gen_length", gen_length, low=1, integer=True)
     check_range("temperature", temperature, low=0, low_open=True)
     check_range("top_p", top_p, low=0, high=1, low_open=True)
-    if len(prompt_texts) != prompt.shape[0]:
-        raise ValueError(f"prompt_texts: {len(prompt_texts)} texts for {prompt.shape[0]} prompts")
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
+    if len(prompt_texts) != batch:
+        raise ValueError(f"prompt_texts: {len(prompt_texts)} texts for {batch} prompts")
     bound = None if guidance is None else reward.bind(prompt_texts)
     name = "sequential-unguided" if guidance is None else f"sequential-{guidance.method}"
     trace = Trace(name, {"gen_length": gen_length, "temperature": temperature, "top_p": top_p,
@@ -42,8 +43,10 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
         trace.counters.add_forward(rows=batch, queries=x.shape[1])
         response = x[:, prompt_len:]
         masked = response == mask_id
+        check_logits(logits, trace, offset=prompt_len)
         if guidance is not None:
             logits = logits + guidance_vector(bound, logits, response, masked, guidance, generator, trace.counters)
+            check_logits(logits, trace, offset=prompt_len, what="the guided logits")
         after, confidence, order = guided_step(logits, response, masked, mask_id, temperature, top_p, generator)
         record_step(trace, 0, response, after, mask_id, confidence, logits, order, offset=prompt_len)
         x = torch.cat([x[:, :prompt_len], after], dim=1)
@@ -55,7 +58,7 @@ def guided_step(logits, response, masked, mask_id, temperature, top_p, generator
     lowest slot) with a token sampled from top-p(softmax(logits / T)) (``sample_token``)."""
     confidence = slot_confidence(logits, masked, mask_id)  # [B, G]
     chosen = torch.sort(confidence, dim=1, descending=True, stable=True).indices[:, 0]  # [B]
-    rows = torch.arange(logits.shape[0])
+    rows = torch.arange(logits.shape[0], device=logits.device)
     tokens, _ = sample_token(logits[rows, chosen], mask_id, temperature, top_p, generator=generator)
     after = response.clone()
     active = masked.any(dim=1)
@@ -92,6 +95,7 @@ def parallel_guided(model, prompt: torch.Tensor, reward, prompt_texts: list[str]
     """A parallel rule (Conf top-k, Fast-dLLM, KLASS, EB-Sampler, DAPD, ...) with cached guidance: one guidance
     computation per decoding step, shared by every token the step commits (G7b). Tokens are sampled at
     ``temperature`` (the rule's Gumbel-max proposal); one block of ``gen_length`` unless ``block_length``."""
+    check_rule(rule)
     guide = None if guidance is None else Guide(reward.bind(prompt_texts), guidance, prompt.shape[1],
                                                 model.special.mask_id, generator)
     return parallel_decode(model, prompt, attention_mask, rule=rule, gen_length=gen_length,

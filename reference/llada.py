@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.decoding import check_logits
 from veridec.rules.llada import LLaDAParams, check_special, llada_step, transfer_schedule
 from veridec.trace import Decoded, Trace, record_step
 
@@ -29,8 +30,8 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
                          confidence_eos_eot_inf, tokens_per_step, ties)
     check_special(params, model.special)
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
     prompt_index = x != mask_id  # prompt and padding (masked in the unconditional branch)
     trace = Trace("llada", {**params.__dict__, "mask_id": mask_id}, prompt_len, batch)
     for block in range(params.num_blocks):
@@ -38,6 +39,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
         schedule = transfer_schedule((x[:, start: start + block_length] == mask_id).sum(dim=1), params)
         for step in range(schedule.shape[1]):
             logits = _logits(model, x, attention_mask, prompt_index, cfg_scale, mask_id, trace)
+            check_logits(logits, trace, what="the logits" + (" after classifier-free guidance" if cfg_scale else ""))
             result = llada_step(logits, x, block_end=start + block_length, num_transfer=schedule[:, step],
                                 params=params, special=model.special, mask_id=mask_id, generator=generator)
             record_step(trace, block, x, result.x, mask_id, result.confidence, result.choice_logits, result.order,
@@ -54,6 +56,8 @@ def _logits(model, x, attention_mask, prompt_index, cfg_scale, mask_id, trace):
         both = model(torch.cat([x, unconditional]), attention_mask=mask).logits
         trace.counters.add_forward(rows=2 * x.shape[0], queries=x.shape[1])
         conditional, unconditional = torch.chunk(both, 2, dim=0)
-        return unconditional + (cfg_scale + 1) * (conditional - unconditional)
+        guided = unconditional + (cfg_scale + 1) * (conditional - unconditional)
+        banned = torch.isneginf(conditional) & torch.isneginf(unconditional)  # the formula gives NaN there
+        return guided.masked_fill(banned, -torch.inf)
     trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
     return model(x, attention_mask=attention_mask).logits

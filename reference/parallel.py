@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_model_supports, check_progress, decode_params, step_budget
+from veridec.decoding import (check_decode_args, check_logits, check_model_supports, check_progress, decode_params,
+                              step_budget)
+from veridec.models.interface import scoring_queries
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
@@ -29,8 +31,8 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_model_supports(model, rule)
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    batch, prompt_len = prompt.shape
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
+    batch, prompt_len = prompt.shape
     trace = Trace(name or rule.name, decode_params(rule, gen_length, block_length, temperature, remasking, mask_id),
                   prompt_len, batch)
     state = new_state(rule, batch, x.shape[1], x.device)
@@ -47,9 +49,12 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
             out = model(x, attention_mask=attention_mask, output_attentions=True) if needs_attention else \
                 model(x, attention_mask=attention_mask)
             trace.counters.add_forward(rows=batch, queries=x.shape[1])
-            query = (positions - model.logit_shift).clamp_min(0)  # the query scoring each token
+            query = scoring_queries(x.shape[1], model.logit_shift, attention_mask, x.device)  # [B, L]
             dependency = symmetrized_dependency(out.attentions, rule, query, query) if needs_attention else None
+            check_logits(out.logits, trace)
             logits = out.logits if guide is None else guide(x, out.logits, trace.counters)
+            if guide is not None:
+                check_logits(logits, trace, what="the guided logits")
             live = (x[:, start:end] == mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
             result = parallel_step(rule, logits, x, (x == mask_id) & (positions < end)[None] & live,
                                    temperature=temperature, remasking=remasking, ties=ties, generator=generator,

@@ -29,8 +29,8 @@ def test_generate_dream_sampler_with_top_k(tiny_folders, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--gen-length", "10", "--block-length", "4"], "gen_length (10) must be divisible by block_length (4)"),
     (["--gen-length", "8", "--block-length", "4", "--steps", "3"], "steps (3) must be divisible"),
-    (["--steps", "0"], "steps must lie in [1, inf]"),
-    (["--temperature", "-0.5"], "temperature must lie in [0, inf]"),
+    (["--steps", "0"], "argument --steps: must lie in [1, inf), got 0"),
+    (["--temperature", "-0.5"], "argument --temperature: must be a finite number in [0.0, inf)"),
     (["--gen-length", "5000"], "exceeds the model's context of 4096 tokens"),
     (["--device", "cuda:7"], "no such CUDA device"),
     (["--device", "warp-drive"], "is not a device name"),
@@ -80,7 +80,7 @@ def test_exactness_writes_json_and_markdown(tiny_folders, capsys, tmp_path):
     assert rows[0]["speedup_vs_sequential"] > 0 and rows[0]["hmm_nll_per_token"] is None
     assert (tmp_path / "exactness.md").read_text().startswith("# Exactness table")
     assert main(["exactness", "--model", str(tiny_folders["dream"]), "--decoders", "nope"]) == 2
-    assert "decoder preset must be one of" in capsys.readouterr().err
+    assert "--decoders: unknown preset(s) ['nope']; the presets are" in capsys.readouterr().err
 
 
 def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, monkeypatch):
@@ -100,8 +100,12 @@ def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
 
     assert gpu_check.main(["--device", "cpu", "--shape", "tiny", "--repeats", "2", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * len(PRESETS)
+    assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * len(PRESETS) + 12 + 4
+    assert sum(key.startswith("speculative/") for key in report["tier_e"]) == 12
     assert report["timing"]["full_forward_ms"] > 0 and report["timing"]["ratio"] > 0
+    bf16 = report["bf16_rounding"]
+    assert 0 < bf16["max_logit_error"] and bf16["argmax_agree_where_decided"] == bf16["positions_decided"]
+    assert bf16["cached_block_within_tolerance"]
 
 
 def test_bounds_command_prints_the_table_and_writes_json(tmp_path, capsys):

@@ -92,7 +92,7 @@ def test_window_positions_are_unions_padded_to_one_size():
 
 def test_presets_and_bad_parameters():
     assert PRESETS["fastguide-hq"].k == 8 and PRESETS["fastguide-ht"].k == 16 and PRESETS["fastguide-hq"].tau == 0.5
-    for kw, message in [(dict(k=0), r"k must lie in \[1, inf\]"), (dict(window=-1), r"window must lie in \[0, inf\]"),
+    for kw, message in [(dict(k=0), r"k must lie in \[1, inf\)"), (dict(window=-1), r"window must lie in \[0, inf\)"),
                         (dict(tau=1.5), r"tau must lie in \[0, 1\]"), (dict(order="up"), r"order must be one of")]:
         with pytest.raises(ValueError, match=message):
             FastGuideParams(**kw)

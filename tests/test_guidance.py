@@ -132,7 +132,7 @@ def test_bad_reward_folders_and_parameters(reward_folder, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config | {"architectures": ["Qwen3ForCausalLM"]}))
     with pytest.raises(ValueError, match="has no score head"):
         load_reward_model(tmp_path, char_tokenizer("llada"))
-    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\]"), (dict(lr=0), r"lr must lie in \(0, inf\]"),
+    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\)"), (dict(lr=0), r"lr must lie in \(0, inf\)"),
                         (dict(method="x"), "method must be one of"), (dict(top_p=0), r"top_p must lie in \(0, 1\]")]:
         with pytest.raises(ValueError, match=message):
             GuidanceParams(**kw)

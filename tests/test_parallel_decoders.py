@@ -142,8 +142,8 @@ def test_models_without_attention_or_cache_are_refused_with_a_reason():
 
 @pytest.mark.parametrize("kw, message", [
     (dict(gen_length=6, block_length=4), "must be divisible by block_length"),
-    (dict(block_length=0), r"block_length must lie in \[1, inf\]"),
-    (dict(temperature=-1), r"temperature must lie in \[0, inf\]"),
+    (dict(block_length=0), r"block_length must lie in \[1, inf\)"),
+    (dict(temperature=-1), r"temperature must lie in \[0, inf\)"),
     (dict(cache="full"), "cache must be one of"),
 ])
 def test_bad_decode_arguments(kw, message):

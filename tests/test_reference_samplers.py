@@ -164,11 +164,11 @@ def test_trace_json_round_trip(tmp_path):
 @pytest.mark.parametrize("kw, message", [
     (dict(gen_length=10, block_length=4), r"gen_length \(10\) must be divisible by block_length \(4\)"),
     (dict(gen_length=8, block_length=4, steps=3), r"steps \(3\) must be divisible by the number of blocks"),
-    (dict(steps=0), r"steps must lie in \[1, inf\]"),
-    (dict(temperature=-0.1), r"temperature must lie in \[0, inf\]"),
+    (dict(steps=0), r"steps must lie in \[1, inf\)"),
+    (dict(temperature=-0.1), r"temperature must lie in \[0, inf\)"),
     (dict(remasking="lowest"), r"remasking must be one of \['low_confidence', 'random'\]"),
-    (dict(tokens_per_step=0), r"tokens_per_step must lie in \[1, inf\]"),
-    (dict(cfg_scale=-1.0), r"cfg_scale must lie in \[0, inf\]"),
+    (dict(tokens_per_step=0), r"tokens_per_step must lie in \[1, inf\)"),
+    (dict(cfg_scale=-1.0), r"cfg_scale must lie in \[0, inf\)"),
     (dict(ties="random"), r"ties must be one of"),
     (dict(gen_length=5000, block_length=5000, steps=1), r"exceeds the model's max_length"),
 ])
@@ -182,7 +182,7 @@ def test_llada_rejects_bad_arguments(kw, message):
     (dict(alg="greedy"), r"alg must be one of"),
     (dict(eps=0.0), r"eps must lie in \(0, 1\)"),
     (dict(top_p=1.5), r"top_p must lie in \(0, 1\]"),
-    (dict(top_k=0), r"top_k must lie in \[1, inf\]"),
+    (dict(top_k=0), r"top_k must lie in \[1, inf\)"),
     (dict(alg="origin", tokens_per_step=2), r"use alg maskgit_plus"),
     (dict(max_length=2), r"max_length \(2\) must exceed the prompt length \(2\)"),
 ])

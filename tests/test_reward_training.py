@@ -81,9 +81,9 @@ def test_the_shipped_reward_agrees_with_the_checkers_on_held_out_generations():
 
 
 def test_bad_training_configurations_name_the_parameter(tmp_path):
-    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\]"), (dict(lr=0.0), r"lr must lie in"),
+    for kw, message in [(dict(steps=0), r"steps must lie in \[1, inf\)"), (dict(lr=0.0), r"lr must lie in"),
                         (dict(hidden_size=30), "hidden_size must be a positive multiple of 4"),
-                        (dict(guided_examples=-1), r"guided_examples must lie in \[0, inf\]")]:
+                        (dict(guided_examples=-1), r"guided_examples must lie in \[0, inf\)")]:
         with pytest.raises(ValueError, match=message):
             train_reward.RewardTrainConfig(**kw)
     with pytest.raises(FileNotFoundError, match="init: .* has no config.json"):

@@ -8,8 +8,9 @@ calls, and the oracle's own distribution is drawn from with the same ``torch.mul
 the stream stays aligned), or ``torch.randperm`` for the random verification order. Replayed: soft_embeddings'
 sample x (G4), sample_token, guided_step and the sequential decoder (G6), the random order and every
 candidate's draw of a one-row hybrid step (GF1; the stream is first advanced through production's own
-guidance_vector call), best_of_n's samples. Deterministic instead: batched hybrid steps (greedy, tiny top-p). The draw is then a function
-of the ORACLE's distribution, so a production distribution that differs shows up as a different token.
+guidance_vector call), best_of_n's samples. Deterministic instead: batched hybrid steps (greedy, tiny top-p). The draw
+is then a function of the ORACLE's distribution, so a production distribution that differs shows up as a different
+token.
 
 Float comparisons: the oracle and torch compute the same float64 formulas in a different order (libm vs
 vectorised exp, sums), so they agree to a few ulps. Decisions (slot ties, top-p cut, tau) are compared exactly
@@ -768,7 +769,7 @@ class CachedProbe:
     def prefill(self, x, attention_mask=None):
         return SimpleNamespace(logits=torch.zeros(*x.shape, self.V, dtype=F64)), "cache"
 
-    def forward_cached(self, tokens, positions, cache):
+    def forward_cached(self, tokens, positions, cache, **options):
         self.calls.append((tokens.tolist(), positions.tolist()))
         logits = torch.zeros(*positions.shape, self.V, dtype=F64)
         logits[..., 0] = positions.double()

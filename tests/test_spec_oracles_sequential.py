@@ -844,7 +844,8 @@ def dream_decodes(draw):
     attention = (torch.arange(width)[None] >= (width - torch.tensor(lengths))[:, None]).long()
     prompt = prompt.masked_fill(attention == 0, 0)
     for b in draw(st.lists(st.integers(0, batch - 1), max_size=1)):
-        prompt[b, width - 1] = m.special.mask_id
+        if lengths[b] > 1:  # a prompt made only of the mask token is refused (spec SQ0.6)
+            prompt[b, width - 1] = m.special.mask_id
     alg = rng.choice(["origin", "maskgit_plus", "topk_margin", "entropy"])
     steps, eps = rng.choice(GRIDS)
     kw = dict(max_new_tokens=rng.randint(1, 6), steps=steps, eps=eps, alg=alg,

@@ -132,14 +132,14 @@ def test_the_chain_saves_forwards_on_the_trained_model():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(width=0), r"width must lie in \[1, inf\]"),
-    (dict(depth=0), r"depth must lie in \[1, inf\]"),
+    (dict(width=0), r"width must lie in \[1, inf\)"),
+    (dict(depth=0), r"depth must lie in \[1, inf\)"),
     (dict(width=3, depth=2), r"width \(3\) must be <= depth \(2\)"),
     (dict(depth=8), r"depth \(8\) is a draft budget beyond the block"),
     (dict(cache="prefix"), "cache must be one of"),
     (dict(rule=KLASS()), "needs a stateless rule"),
     (dict(alternatives="both"), "alternatives must be one of"),
-    (dict(lookahead=-1), r"lookahead must lie in \[0, inf\]"),
+    (dict(lookahead=-1), r"lookahead must lie in \[0, inf\)"),
     (dict(lookahead=1, cache="none"), "lookahead needs cache='dual'"),
     (dict(lookahead_threshold=0), r"lookahead_threshold must lie in \(0, 1\]"),
 ])

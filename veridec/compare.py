@@ -118,8 +118,8 @@ def _logit_differences(sa: StepRecord, sb: StepRecord, row: int, errors: list, t
         return
     order_b = {p: i for i, p in enumerate(sb.positions[row])}
     for i, position in enumerate(sa.positions[row]):
-        la = torch.tensor(sa.logits[row][i], dtype=torch.float64)
-        lb = torch.tensor(sb.logits[row][order_b[position]], dtype=torch.float64)
+        la = torch.tensor(sa.logits[row][i], dtype=torch.float64, device="cpu")  # traces hold lists
+        lb = torch.tensor(sb.logits[row][order_b[position]], dtype=torch.float64, device="cpu")
         finite = torch.isfinite(la) & torch.isfinite(lb)
         errors.append((la[finite] - lb[finite]).abs().max().item() if finite.any() else 0.0)
         tvs.append(0.5 * (la.softmax(-1) - lb.softmax(-1)).abs().sum().item())

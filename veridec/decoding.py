@@ -41,8 +41,17 @@ def check_progress(step: int, block: int, budget: int) -> None:
         raise RuntimeError(f"block {block} stalled after {step} steps: the model predicts the mask token")
 
 
+def check_rule(rule) -> None:
+    """A decoding rule object, not its name or None (spec P1)."""
+    if isinstance(rule, type) or not hasattr(rule, "name") or not (hasattr(rule, "counts") or hasattr(rule, "select")):
+        raise ValueError(f"rule must be a decoding rule (TopK, Threshold, Factor, Quota, LocalLeap, EntropyBounded, "
+                         f"KLASS, DAPD from veridec.rules.parallel, or veridec.rules.presets.preset(name)), got "
+                         f"{rule!r}")
+
+
 def check_model_supports(model, rule, cache: str = "none") -> None:
     """Clear errors for pairings the model cannot serve: attention for DAPD, a K/V cache for caches."""
+    check_rule(rule)
     if getattr(rule, "needs_attention", False) and "output_attentions" not in _parameters(model):
         raise ValueError(f"rule {rule.name!r} needs attention weights; {type(model).__name__} does not return "
                          "them (use a transformer model)")
@@ -53,3 +62,21 @@ def check_model_supports(model, rule, cache: str = "none") -> None:
 
 def _parameters(model):
     return inspect.signature(getattr(model, "forward", model.__call__)).parameters
+
+
+class NonFiniteLogits(ValueError):
+    """The logits a decoding step acts on hold NaN or +inf (a broken model, or a guidance that diverged)."""
+
+
+def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits") -> None:
+    """Refuse NaN anywhere or +inf in ``logits`` [B, W, V] (or [B, V]) a step acts on, naming the step, the model
+    call, the row, the canvas position and the token; -inf stays allowed (it bans a token). One comparison and
+    one reduction on the device per step."""
+    bad = ~(logits < torch.inf)  # NaN and +inf; -inf and finite values compare below +inf
+    if not bad.any():
+        return
+    index = bad.nonzero()[0].tolist()
+    value = logits[tuple(index)].item()
+    where = f"row {index[0]}" + (f", position {offset + index[1]}" if len(index) == 3 else "") + f", token {index[-1]}"
+    raise NonFiniteLogits(f"{what} at step {len(trace.steps)} (after model call {trace.counters.model_calls}) are "
+                          f"{value} at {where}: a decoder refuses NaN and +inf logits (-inf bans a token)")

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import torch
 
+from .files import write_text_atomic
+
 
 @dataclass
 class Counters:
@@ -68,7 +70,7 @@ class Trace:
         return asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict()))
+        write_text_atomic(path, json.dumps(self.to_dict()))
 
     @classmethod
     def from_dict(cls, data: dict) -> "Trace":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from veridec.files import write_text_atomic
 from veridec.guidance.fastguide import ORDERS, FastGuideParams
 from veridec.guidance.guide import GuidanceParams, guidance_vector
 from veridec.guidance.shipped import load_default_reward
@@ -25,7 +26,7 @@ from veridec.reference.guided import generate as sequential_guided
 from veridec.reference.guided import parallel_guided
 from veridec.rules.presets import PRESETS
 
-from ..workloads import corpus_texts, validity
+from ..workloads import corpus_texts, progress, validity
 
 TRAJECTORIES = 4
 SWEEP_PROMPTS = 3  # the sweeps run on the first prompts only (each sweep point costs a full table row)
@@ -94,7 +95,8 @@ def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: Gui
             "guidance_ms": round(1e3 * guide, 3), "sparse_over_full": round(sparse / full, 4)}
 
 
-def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | None = None, reward=None) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | None = None, reward=None,
+        quiet: bool = False) -> dict:
     """``sizes`` = (prompts, gen length) overrides the quick/full sizes; ``reward`` the shipped reward model."""
     n_prompts, gen = sizes or ((2, 64) if quick else (6, 128))
     torch.manual_seed(seed)
@@ -102,7 +104,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
     reward = reward or load_default_reward(model.tokenizer)
     guidance = GuidanceParams()
     prompts = [(torch.tensor([model.tokenizer(t)["input_ids"]]), t) for t in corpus_texts(n_prompts, seed)]
-    table = {name: evaluate(fn, model, reward, prompts, gen, seed) for name, fn in methods(guidance).items()}
+    table = {name: evaluate(fn, model, reward, prompts, gen, seed)
+             for name, fn in progress(methods(guidance).items(), "fastguide: methods", quiet)}
     bon_pool = table["Unguided sequential (BoN pool)"]
     # Best-of-N is the unguided pool scored by the reward: the same trajectories, all N paid for per answer
     table["Best-of-N (4)"] = {**bon_pool, "s_per_gen": round(bon_pool["s_per_gen"] * TRAJECTORIES, 3)}
@@ -120,8 +123,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
               "time_breakdown": time_breakdown(model, reward, prompts[0][0], prompts[0][1], gen, guidance),
               "sweeps": sweeps(model, reward, prompts[:SWEEP_PROMPTS], gen, seed, guidance, quick)}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fastguide.json").write_text(json.dumps(report, indent=2))
-    (out / "fastguide.md").write_text(to_markdown(report))
+    write_text_atomic(out / "fastguide.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "fastguide.md", to_markdown(report))
     plot(report, out)
     return report
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model, load_world_hmm, training_report
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.fastdllm import generate as fastdllm_generate
@@ -24,7 +25,7 @@ from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
 from .. import corpus
-from ..workloads import BLOCK, corpus_cases, generated_lines
+from ..workloads import BLOCK, corpus_cases, generated_lines, progress
 
 
 def prompt_decoders(gen: int) -> dict:
@@ -98,11 +99,11 @@ def confident_share(trace: Trace, level: float = 0.9) -> float:
     return sum(p > level for p in probs) / max(1, len(probs))
 
 
-def prompt_mode(model, decoders: dict, n_prompts: int, seed: int) -> dict:
+def prompt_mode(model, decoders: dict, n_prompts: int, seed: int, quiet: bool = False) -> dict:
     cases = corpus_cases(n_prompts, random.Random(seed))
     rows = [model.tokenizer(case.prompt)["input_ids"] for case in cases]
     results = {}
-    for name, decode in decoders.items():
+    for name, decode in progress(decoders.items(), "models: prompt mode", quiet):
         torch.manual_seed(seed)
         canvases, stats = decode_each(decode, model, rows)
         valid = lines = exact = 0
@@ -117,7 +118,7 @@ def prompt_mode(model, decoders: dict, n_prompts: int, seed: int) -> dict:
     return results
 
 
-def infill_mode(model, decoders: dict, n_docs: int, seed: int) -> dict:
+def infill_mode(model, decoders: dict, n_docs: int, seed: int, quiet: bool = False) -> dict:
     rng = random.Random(seed + 1)
     docs = [corpus.generate_document(rng, 60, max_lines=3) for _ in range(n_docs)]
     rows = []
@@ -125,7 +126,7 @@ def infill_mode(model, decoders: dict, n_docs: int, seed: int) -> dict:
         ids = model.tokenizer(doc)["input_ids"] + [model.special.eos_id]  # the EOS stays visible
         rows.append([model.special.mask_id if rng.random() < 0.5 else t for t in ids[:-1]] + ids[-1:])
     results = {}
-    for name, decode in infill_decoders().items():
+    for name, decode in progress(infill_decoders().items(), "models: infill mode", quiet):
         canvases, stats = decode_each(decode, model, rows)
         valid = lines = restored = 0
         for doc, canvas in zip(docs, canvases):
@@ -139,7 +140,7 @@ def infill_mode(model, decoders: dict, n_docs: int, seed: int) -> dict:
     return results
 
 
-def hmm_world(n_prompts: int, gen: int, seed: int) -> dict:
+def hmm_world(n_prompts: int, gen: int, seed: int, quiet: bool = False) -> dict:
     """Continue HMM samples; score the continuation by its exact conditional log-likelihood per token."""
     model, hmm = load_model("hmm"), load_world_hmm()
     prompt_len = 32
@@ -148,7 +149,7 @@ def hmm_world(n_prompts: int, gen: int, seed: int) -> dict:
     prefix_ll = hmm.log_likelihood(prompts)
     truth_nll = -(hmm.log_likelihood(samples) - prefix_ll).mean().item() / gen
     results = {"true_continuations_nll_per_token": round(truth_nll, 4)}
-    for name, decode in prompt_decoders(gen).items():
+    for name, decode in progress(prompt_decoders(gen).items(), "models: hmm world", quiet):
         torch.manual_seed(seed)
         canvases, stats = decode_each(decode, model, prompts.tolist())
         canvas = torch.stack(canvases)
@@ -158,20 +159,20 @@ def hmm_world(n_prompts: int, gen: int, seed: int) -> dict:
     return results
 
 
-def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False) -> dict:
     n, gen = (8, 32) if quick else (48, 64)
     model = load_model("default")
     report = {
         "quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK,
         "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds", "final_val_loss")}
                      for name in ("default", "hmm")},
-        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, seed),
-        "infill_mode": infill_mode(model, infill_decoders(), n, seed),
-        "hmm_world": hmm_world(n, gen, seed),
+        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, seed, quiet),
+        "infill_mode": infill_mode(model, infill_decoders(), n, seed, quiet),
+        "hmm_world": hmm_world(n, gen, seed, quiet),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "models.json").write_text(json.dumps(report, indent=2))
-    (out / "models.md").write_text(to_markdown(report))
+    write_text_atomic(out / "models.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "models.md", to_markdown(report))
     return report
 
 

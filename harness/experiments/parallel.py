@@ -14,14 +14,15 @@ from pathlib import Path
 
 import torch
 
+from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
-from ..workloads import (BLOCK, corpus_texts, hmm_nll, prompts_for, row_steps, row_tokens_per_step, run_variant,
-                         validity)
+from ..workloads import (BLOCK, corpus_texts, hmm_nll, progress, prompts_for, row_steps, row_tokens_per_step,
+                         run_variant, validity)
 
 
-def run(out: Path, quick: bool = False, seed: int = 0, presets=None) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, presets=None, quiet: bool = False) -> dict:
     n, gen = (4, 64) if quick else (16, 128)
     presets = presets or sorted(PRESETS)
     report = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK, "rows": []}
@@ -29,7 +30,7 @@ def run(out: Path, quick: bool = False, seed: int = 0, presets=None) -> dict:
         model = load_model(model_name, dtype=torch.float32)
         prompt, mask = prompts_for(model_name, model, n, seed)
         texts = corpus_texts(n, seed) if model_name == "default" else None
-        for name in presets:
+        for name in progress(presets, f"parallel: {model_name}", quiet):
             for variant in ("reference", "dual"):
                 decoded, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen, BLOCK)
                 quality = (validity(model, decoded.canvas, prompt, mask, texts) if texts is not None
@@ -42,8 +43,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, presets=None) -> dict:
                     "seconds": round(seconds, 3)})
     report["localleap_vs_fastdllm_steps"] = step_ratios(report["rows"])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "parallel.json").write_text(json.dumps(report, indent=2))
-    (out / "parallel.md").write_text(to_markdown(report))
+    write_text_atomic(out / "parallel.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "parallel.md", to_markdown(report))
     return report
 
 

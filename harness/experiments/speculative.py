@@ -15,13 +15,15 @@ from pathlib import Path
 import torch
 
 from veridec.compare import compare_traces
+from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.parallel import Threshold, TopK
 
-from ..workloads import BLOCK, prompts_for, single_prompts
+from ..workloads import BLOCK, progress, prompts_for, single_prompts
+
 SEQUENTIAL, THRESHOLD = TopK(1), Threshold(0.9)
 
 
@@ -55,14 +57,14 @@ def base_decode(name: str, model, prompt, gen: int):
     return optimized_decode(model, prompt, rule=rule, cache="dual", **kw)
 
 
-def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False) -> dict:
     n, gen = (3, 64) if quick else (8, 128)
     model = load_model("default", dtype=torch.float32)
     padded, mask = prompts_for("default", model, n, seed)
     prompts = single_prompts(padded, mask)
     base_decode("vanilla", model, prompts[0], 32)  # warm-up
     results, traces, canvases = {}, {}, {}
-    for name, base, spec in configurations():
+    for name, base, spec in progress(configurations(), "speculative", quiet):
         calls = positions = tokens = ahead = 0
         seconds = draft = 0.0
         exact, matches = True, []
@@ -98,8 +100,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                                                / row["model_calls_per_prompt"], 3) if row["base"] else None
     report = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK, "rows": results}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "speculative.json").write_text(json.dumps(report, indent=2))
-    (out / "speculative.md").write_text(to_markdown(report))
+    write_text_atomic(out / "speculative.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "speculative.md", to_markdown(report))
     return report
 
 

@@ -21,9 +21,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..corpus import ALPHABET, generate_document
-from veridec.models import BidirectionalTransformer, SpecialTokens, TransformerConfig, char_tokenizer, save_pretrained
+from veridec.files import write_text_atomic
+from veridec.models import (BidirectionalTransformer, SpecialTokens, TransformerConfig, char_tokenizer, save_pretrained)
 from veridec.oracles import HMMOracle
+
+from ..arguments import UsageError, check_output_dir, integer
+from ..corpus import ALPHABET, generate_document
 
 EPS = 1e-3
 HMM_SYMBOLS = "abcdefgh"
@@ -163,8 +166,8 @@ def train(cfg: TrainConfig, out: Path) -> dict:
               "history": history, "torch": torch.__version__, "threads": torch.get_num_threads()}
     save_pretrained(model, out)
     if cfg.world == "hmm":
-        (out / "hmm.json").write_text(json.dumps(world_hmm().to_dict()))
-    (out / "training_report.json").write_text(json.dumps(report, indent=2))
+        write_text_atomic(out / "hmm.json", json.dumps(world_hmm().to_dict()))
+    write_text_atomic(out / "training_report.json", json.dumps(report, indent=2))
     return report
 
 
@@ -172,9 +175,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("world", choices=["tasks", "hmm"])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=integer(1), required=True)
+    parser.add_argument("--threads", type=integer(1), default=2)
     args = parser.parse_args(argv)
+    try:
+        check_output_dir(args.out, "--out")
+    except UsageError as err:
+        parser.error(str(err))
     torch.set_num_threads(args.threads)
     train(TrainConfig(world=args.world, steps=args.steps), args.out)
 

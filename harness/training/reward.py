@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from veridec.canvas import left_pad
+from veridec.files import write_text_atomic
 from veridec.guidance.fastguide import FastGuideParams
 from veridec.guidance.guide import GuidanceParams
 from veridec.guidance.reward import TransformersReward
@@ -44,6 +45,7 @@ from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
 from .. import corpus
+from ..arguments import UsageError, check_output_dir, integer
 from ..workloads import BLOCK, corpus_cases, line_score
 
 GEN_LENGTHS = (64, 128)
@@ -215,7 +217,8 @@ def initial_model(config: RewardTrainConfig):
         return tiny_reward_model(config.seed, config.hidden_size, config.layers)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    model = AutoModelForSequenceClassification.from_pretrained(config.init, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(config.init, local_files_only=True,
+                                                               use_safetensors=True)  # never a pickle
     return model, AutoTokenizer.from_pretrained(config.init, local_files_only=True)
 
 
@@ -274,14 +277,14 @@ def train(config: RewardTrainConfig, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "training_report.json").write_text(json.dumps(report, indent=2))
+    write_text_atomic(out / "training_report.json", json.dumps(report, indent=2))
     return report
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=integer(1), default=2)
     defaults = RewardTrainConfig()
     for field in ("steps", "batch_size", "hidden_size", "layers", "policy_examples", "eval_examples",
                   "guided_examples", "seed"):
@@ -289,8 +292,12 @@ def main(argv=None):
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--init", type=str, default=None, help="a reward folder to continue training")
     args = parser.parse_args(argv)
+    try:
+        check_output_dir(args.out, "--out")
+        config = RewardTrainConfig(**{k: v for k, v in vars(args).items() if k not in ("out", "threads")})
+    except (UsageError, ValueError, FileNotFoundError) as err:
+        parser.error(str(err))
     torch.set_num_threads(args.threads)
-    config = RewardTrainConfig(**{k: v for k, v in vars(args).items() if k not in ("out", "threads")})
     print(json.dumps(train(config, args.out), indent=2))
 
 

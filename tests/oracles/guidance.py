@@ -786,7 +786,6 @@ def acceptance_walk(root_state, node_states, node_parents, step_fn):
     continues from the last followed node (or S') with its verified logits.
     """
     followed = []
-    cur = -1
     state = root_state
     while True:
         target = step_fn(list(state))
@@ -800,7 +799,6 @@ def acceptance_walk(root_state, node_states, node_parents, step_fn):
         if nxt is None:
             return followed
         followed.append(nxt)
-        cur = nxt
         state = node_states[nxt]
 
 

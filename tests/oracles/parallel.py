@@ -1135,9 +1135,9 @@ def decode_reference(
     logit_shift: 0 (LLaDA) or 1 (Dream; DAPD's query of token i is max(i - 1, f_b)).
     -> (canvas [B][P + gen_length], trace, counters): trace is a list of steps, each [B] list of
     (position, token, score) that went from mask to token; counters {"full_forwards", "query_positions"}.
-    Stall (P11): a block whose step count reaches its budget (max over rows of the masks before e at its
-    start, + steps_per_block for Quota) while it still has a mask raises RuntimeError (READING: raised
-    before the step that would exceed the budget, so no forward is wasted; the batch budget is the row max).
+    Stall (P11): before each forward, a block that still has a mask after more steps than its budget (max over
+    rows of the masks before e at its start, + steps_per_block for Quota) raises RuntimeError: at most
+    budget + 1 forwards, and a block finishing on the last of them completes.
     """
     r = make_rule(rule)
     if not (_is_int(gen_length) and gen_length >= 1):
@@ -1174,7 +1174,7 @@ def decode_reference(
         while any(
             count_masks(canvas[b], mask_id, s, e, am[b]) > 0 for b in range(batch)
         ):
-            if steps >= budget:
+            if steps > budget:
                 raise RuntimeError("stalled: the model predicts the mask token")
             out = model(canvas, am)
             if isinstance(out, tuple):

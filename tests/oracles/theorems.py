@@ -962,7 +962,8 @@ def worked_examples():
 
 __all__ = [
     "make_joint", "infer_symbols", "marginal", "marginalize", "argmax_dist", "product_of_marginals",
-    "tv_distance", "float_tolerance", "lr_power_sum", "lr_distance", "kl_divergence", "entropy", "H_b", "f_V", "analyse",
+    "tv_distance", "float_tolerance", "lr_power_sum", "lr_distance", "kl_divergence", "entropy", "H_b", "f_V",
+    "analyse",
     "t1", "t1_tightness_example", "t2", "epsilon_interval", "fastdllm_counterexample_as_published",
     "fastdllm_counterexample", "t2b", "cluster_condition", "realized_cluster", "t3", "t3b",
     "concatenation_counterexample", "capacity_corrected", "capacity_published", "capacity_by_search",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..decoding import check_logits
 from ..rules.common import check_choice, check_range
 from ..trace import record_step
 from .guide import guidance_vector
@@ -55,7 +56,9 @@ def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int,
     if order == "left-to-right":
         return [sorted(row) for row in chosen]
     if order == "random":
-        return [[row[i] for i in torch.randperm(len(row), generator=generator).tolist()] for row in chosen]
+        device = generator.device if generator is not None else "cpu"  # randperm draws where its generator lives
+        return [[row[i] for i in torch.randperm(len(row), generator=generator, device=device).tolist()]
+                for row in chosen]
     return chosen
 
 
@@ -66,19 +69,21 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
     ``recomputer.full(x) -> [B, G, V]`` is the step's full pass (response logits); ``recomputer.candidate(x,
     previous [B], slot [B]) -> [B, V]`` recomputes the logits of each row's candidate slot after the previous
     commit (exact: a full forward; sparse: windows). Slots are response indices."""
-    rows = torch.arange(x.shape[0])
+    rows = torch.arange(x.shape[0], device=x.device)
     before = x[:, prompt_len:].clone()
     logits0 = recomputer.full(x)  # [B, G, V]
+    check_logits(logits0, trace, offset=prompt_len)
     masked = before == mask_id
     r0 = guidance_vector(reward, logits0, before, masked, guidance, generator, trace.counters)
     slots = candidates(logits0 + r0, masked, params.k, mask_id, params.order, generator)
-    confidence = torch.full(before.shape, -torch.inf, dtype=torch.float64)
+    confidence = torch.full(before.shape, -torch.inf, dtype=torch.float64, device=x.device)
     order: list[list[int]] = [[] for _ in slots]
-    previous = torch.tensor([s[0] if s else 0 for s in slots])
+    previous = torch.tensor([s[0] if s else 0 for s in slots], device=x.device)
     for j in range(max(len(s) for s in slots)):
-        active = torch.tensor([j < len(s) for s in slots])
-        slot = torch.tensor([s[j] if j < len(s) else s[0] if s else 0 for s in slots])
+        active = torch.tensor([j < len(s) for s in slots], device=x.device)
+        slot = torch.tensor([s[j] if j < len(s) else s[0] if s else 0 for s in slots], device=x.device)
         logits = logits0[rows, slot] if j == 0 else recomputer.candidate(x, previous, slot)  # [B, V]
+        check_logits(logits, trace, what=f"candidate {j}'s recomputed logits")
         token, gamma = sample_token(logits + r0[rows, slot], mask_id, params.temperature, params.top_p,
                                     greedy=params.greedy and j > 0, generator=generator)
         commit = active & ((gamma >= params.tau) | (j == 0))

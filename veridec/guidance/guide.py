@@ -74,12 +74,17 @@ def guidance_vector(reward, logits: torch.Tensor, tokens: torch.Tensor, masked: 
     optimizer = torch.optim.Adam([phi], lr=params.lr)
     hard = table[tokens.clamp(max=table.shape[0] - 1)]  # [B, G, D]
     with torch.enable_grad():
-        for _ in range(params.steps):
+        for step in range(params.steps):
             optimizer.zero_grad()
             soft = soft_embeddings(phi, table, params, generator)
             response = torch.where(masked[..., None], soft, hard)
             loss = -reward.score(response).sum()
+            if not torch.isfinite(loss):
+                raise ValueError(f"guidance step {step + 1} of {params.steps}: the reward's score is {-loss.item()}, "
+                                 "not a finite number")
             loss.backward()
+            if torch.isnan(phi.grad).any():
+                raise ValueError(f"guidance step {step + 1} of {params.steps}: the reward's gradient holds NaN")
             optimizer.step()
             if counters is not None:
                 counters.reward_forwards += 1

@@ -59,8 +59,9 @@ class TransformersReward:
         """Cache the chat template's prefix and suffix embeddings for each prompt."""
         bound = copy.copy(self)
         pieces = [self.template_ids(p) for p in prompts]
-        bound.prefix = [self.table[torch.tensor(a, dtype=torch.long)].detach() for a, _ in pieces]
-        bound.suffix = [self.table[torch.tensor(b, dtype=torch.long)].detach() for _, b in pieces]
+        ids = lambda t: torch.tensor(t, dtype=torch.long, device=self.table.device)  # noqa: E731
+        bound.prefix = [self.table[ids(a)].detach() for a, _ in pieces]
+        bound.suffix = [self.table[ids(b)].detach() for _, b in pieces]
         return bound
 
     def template_ids(self, prompt: str) -> tuple[list[int], list[int]]:
@@ -82,7 +83,7 @@ class TransformersReward:
         width = max(len(r) for r in rows)
         dim = response_embeddings.shape[-1]
         embeds = torch.stack([torch.cat([r.new_zeros(width - len(r), dim), r]) for r in rows])  # left-padded
-        mask = torch.stack([torch.arange(width) >= width - len(r) for r in rows]).long()
+        mask = torch.stack([torch.arange(width, device=r.device) >= width - len(r) for r in rows]).long()
         return self.model(inputs_embeds=embeds.to(self.table.dtype), attention_mask=mask).logits[:, 0]
 
     def score_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -96,7 +97,7 @@ def vocabulary_map(dllm_tokenizer, reward_tokenizer, unmatched: str = "zero") ->
     if unmatched == "unk" and unk is None:
         raise ValueError("unmatched='unk' needs a reward tokenizer with an unk token")
     strings = dllm_tokenizer.convert_ids_to_tokens(list(range(len(dllm_tokenizer))))
-    return torch.tensor([vocab.get(s, -1 if unk is None else unk) for s in strings], dtype=torch.long)
+    return torch.tensor([vocab.get(s, -1 if unk is None else unk) for s in strings], dtype=torch.long, device="cpu")
 
 
 def load_reward_model(folder: str | Path, dllm_tokenizer, unmatched: str = "zero",
@@ -116,6 +117,7 @@ def load_reward_model(folder: str | Path, dllm_tokenizer, unmatched: str = "zero
     if not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(f"{folder}: architectures {architectures} has no score head (a ...ForSequenceClassification "
                          "reward model is needed)")
-    model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype, local_files_only=True,
+                                                               use_safetensors=True)  # never a pickle
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return TransformersReward(model, tokenizer, dllm_tokenizer, unmatched)

@@ -29,9 +29,19 @@ def load_pretrained(folder: str | Path, dtype: torch.dtype | None = None,
     folder = Path(folder)
     config = _read_config(folder)
     layout = layout_for(config, str(folder / "config.json"))
-    cfg = layout.to_config(config)
+    try:
+        cfg = layout.to_config(config)
+    except (TypeError, ValueError) as err:  # a value of the wrong type or out of range
+        raise ValueError(f"{folder / 'config.json'}: {err}") from err
     tokenizer = _load_tokenizer(folder)
+    if tokenizer is not None and len(tokenizer) > cfg.vocab_size:
+        raise ValueError(f"{folder / 'tokenizer.json'}: the tokenizer has {len(tokenizer)} tokens, more than the "
+                         f"model's vocabulary of {cfg.vocab_size} (config.json): its last ids have no embedding")
     special = _special_tokens(config, tokenizer, layout, folder)
+    for name, token in (("eos", special.eos_id), ("eot", special.eot_id), ("pad", special.pad_id)):
+        if token is not None and not 0 <= token < cfg.vocab_size:
+            raise ValueError(f"{folder / 'config.json'}: the {name} token id {token} lies outside the vocabulary "
+                             f"[0, {cfg.vocab_size})")
     with torch.device("meta"):
         model = BidirectionalTransformer(cfg, special, layout.family, layout.logit_shift)
     state = _read_tensors(folder, layout.tensor_names(cfg), model.state_dict(), dtype, device)
@@ -136,8 +146,15 @@ def _tensor_files(folder: Path) -> dict[str, Path]:
     single = folder / SINGLE_FILE
     if not single.is_file():
         raise FileNotFoundError(f"{folder}: no {SINGLE_FILE} and no {INDEX_FILE}")
-    with safe_open(single, framework="pt") as f:
-        return dict.fromkeys(f.keys(), single)
+    return dict.fromkeys(_open_safetensors(single).keys(), single)
+
+
+def _open_safetensors(path: Path):
+    """A safetensors file opened for reading; a truncated or corrupt one is a ValueError naming it."""
+    try:
+        return safe_open(path, framework="pt", device="cpu")
+    except Exception as err:  # safetensors raises its own SafetensorError, or OSError
+        raise ValueError(f"{path}: not a readable safetensors file ({err})") from err
 
 
 def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch.Tensor], dtype, device):
@@ -149,9 +166,12 @@ def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch
     if unexpected:
         raise ValueError(f"{folder}: unexpected tensor(s) {unexpected[:5]} (not part of this model's layout)")
     state = {}
-    handles = {path: safe_open(path, framework="pt", device="cpu") for path in set(files.values())}
+    handles = {path: _open_safetensors(path) for path in set(files.values())}
     for internal, official in names.items():
-        tensor = handles[files[official]].get_tensor(official)
+        try:
+            tensor = handles[files[official]].get_tensor(official)
+        except Exception as err:  # the header lists it but the data is truncated or corrupt
+            raise ValueError(f"{files[official]}: tensor {official} cannot be read ({err})") from err
         want = tuple(expected[internal].shape)
         if tuple(tensor.shape) != want:
             raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config "

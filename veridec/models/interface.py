@@ -60,6 +60,19 @@ def query_positions(token_positions: torch.Tensor, logit_shift: int,
     return torch.maximum(shifted, torch.as_tensor(first_real, device=shifted.device))  # broadcasts
 
 
+def first_real_position(attention_mask: torch.Tensor | None) -> torch.Tensor | int:
+    """Each row's first real (unpadded) position [B, 1], or 0 without an attention mask."""
+    return 0 if attention_mask is None else attention_mask.int().argmax(dim=1, keepdim=True)
+
+
+def scoring_queries(length: int, logit_shift: int, attention_mask: torch.Tensor | None,
+                    device: torch.device) -> torch.Tensor:
+    """The query scoring each canvas token in a full forward, [B, L] (or [1, L] without padding; spec M3)."""
+    positions = torch.arange(length, device=device)[None]  # [1, L]
+    return query_positions(positions, logit_shift, first_real_position(attention_mask)).expand(
+        1 if attention_mask is None else attention_mask.shape[0], length)
+
+
 def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: torch.Tensor | None = None):
     """Turn raw outputs [B, L, V] (position j scores token j + shift) into token-aligned logits [B, L, V].
 
@@ -71,8 +84,7 @@ def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: 
     if logit_shift != 1:
         raise ValueError(f"logit_shift must be 0 or 1, got {logit_shift}")
     positions = torch.arange(raw_logits.shape[1], device=raw_logits.device)[None]  # [1, L]
-    first_real = 0 if attention_mask is None else attention_mask.int().argmax(dim=1, keepdim=True)  # [B, 1]
-    source = query_positions(positions, 1, first_real).expand(raw_logits.shape[:2])  # [B, L]
+    source = query_positions(positions, 1, first_real_position(attention_mask)).expand(raw_logits.shape[:2])  # [B, L]
     return raw_logits.gather(1, source[..., None].expand_as(raw_logits))
 
 

@@ -18,10 +18,10 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
+    def __init__(self, dim: int, eps: float, device: torch.device | None = None):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(dim, device=device))  # None: the default (torch.device context)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., D]
         xc = x.to(compute_dtype(x.dtype))

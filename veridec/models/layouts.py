@@ -38,10 +38,38 @@ class Layout:
         return names
 
 
-def _require(config: dict, key: str, source: str = "config.json"):
-    if key not in config:
-        raise ValueError(f"{source}: missing key '{key}'")
-    return config[key]
+_MISSING = object()
+
+
+def _value(config: dict, key: str, default=_MISSING):
+    if key in config and config[key] is not None:
+        return config[key]
+    if default is _MISSING:
+        raise ValueError(f"config.json: missing key '{key}'")
+    return default
+
+
+def _integer(config: dict, key: str, default=_MISSING) -> int:
+    """config[key] as an integer >= 1; an error naming config.json and the key otherwise."""
+    value = _value(config, key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"config.json: {key} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _number(config: dict, key: str, default: float) -> float:
+    """config[key] as a finite number > 0; an error naming config.json and the key otherwise."""
+    value = _value(config, key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"config.json: {key} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _flag(config: dict, key: str) -> bool:
+    value = _value(config, key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"config.json: {key} must be true or false, got {value!r}")
+    return value
 
 
 def _reject(config: dict, checks: dict[str, object], family: str):
@@ -52,20 +80,30 @@ def _reject(config: dict, checks: dict[str, object], family: str):
                              f"(allowed: {allowed!r})")
 
 
+def _checked(**fields) -> TransformerConfig:
+    """TransformerConfig's own consistency checks (divisibility, even head size), reported against config.json."""
+    try:
+        return TransformerConfig(**fields)
+    except ValueError as error:
+        raise ValueError(f"config.json: {error}") from None
+
+
 def _llada_to_config(c: dict) -> TransformerConfig:
     _reject(c, {"block_type": "llama", "layer_norm_type": "rms", "activation_type": "silu", "alibi": False,
                 "include_bias": False, "scale_logits": False, "input_emb_norm": False, "rope": True,
                 "attention_layer_norm": False, "layer_norm_with_affine": True, "multi_query_attention": (None, False)},
             "LLaDA")
-    n_heads = _require(c, "n_heads")
-    return TransformerConfig(
-        vocab_size=c.get("embedding_size") or _require(c, "vocab_size"),
-        hidden_size=_require(c, "d_model"), num_layers=_require(c, "n_layers"), num_heads=n_heads,
-        num_kv_heads=c.get("n_kv_heads") or n_heads,
-        intermediate_size=c.get("mlp_hidden_size") or c.get("mlp_ratio", 4) * c["d_model"],
-        rope_theta=float(c.get("rope_theta", 10000.0)), rms_norm_eps=float(c.get("rms_norm_eps", 1e-5)),
-        qkv_bias=bool(c.get("include_qkv_bias", False)), tie_embeddings=bool(c.get("weight_tying", False)),
-        max_length=int(c.get("max_sequence_length", 4096)))
+    n_heads = _integer(c, "n_heads")
+    hidden = _integer(c, "d_model")
+    vocab_key = "embedding_size" if c.get("embedding_size") else "vocab_size"
+    intermediate = (_integer(c, "mlp_hidden_size") if c.get("mlp_hidden_size")
+                    else _integer(c, "mlp_ratio", 4) * hidden)
+    return _checked(
+        vocab_size=_integer(c, vocab_key), hidden_size=hidden, num_layers=_integer(c, "n_layers"),
+        num_heads=n_heads, num_kv_heads=_integer(c, "n_kv_heads", n_heads), intermediate_size=intermediate,
+        rope_theta=_number(c, "rope_theta", 10000.0), rms_norm_eps=_number(c, "rms_norm_eps", 1e-5),
+        qkv_bias=_flag(c, "include_qkv_bias"), tie_embeddings=_flag(c, "weight_tying"),
+        max_length=_integer(c, "max_sequence_length", 4096))
 
 
 def _llada_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
@@ -86,17 +124,18 @@ def _llada_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
 
 def _dream_to_config(c: dict) -> TransformerConfig:
     _reject(c, {"hidden_act": "silu", "use_sliding_window": False, "rope_scaling": None}, "Dream")
-    n_heads = _require(c, "num_attention_heads")
-    hidden = _require(c, "hidden_size")
+    n_heads = _integer(c, "num_attention_heads")
+    hidden = _integer(c, "hidden_size")
     if c.get("head_dim") not in (None, hidden // n_heads):
-        raise ValueError(f"config.json: head_dim {c['head_dim']} != hidden_size / num_attention_heads is not supported")
-    return TransformerConfig(
-        vocab_size=_require(c, "vocab_size"), hidden_size=hidden, num_layers=_require(c, "num_hidden_layers"),
-        num_heads=n_heads, num_kv_heads=c.get("num_key_value_heads") or n_heads,
-        intermediate_size=_require(c, "intermediate_size"), rope_theta=float(c.get("rope_theta", 10000.0)),
-        rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)), qkv_bias=True,
-        tie_embeddings=bool(c.get("tie_word_embeddings", False)),
-        max_length=int(c.get("max_position_embeddings", 32768)))
+        raise ValueError(f"config.json: head_dim {c['head_dim']!r} != hidden_size / num_attention_heads "
+                         "is not supported")
+    return _checked(
+        vocab_size=_integer(c, "vocab_size"), hidden_size=hidden, num_layers=_integer(c, "num_hidden_layers"),
+        num_heads=n_heads, num_kv_heads=_integer(c, "num_key_value_heads", n_heads),
+        intermediate_size=_integer(c, "intermediate_size"), rope_theta=_number(c, "rope_theta", 10000.0),
+        rms_norm_eps=_number(c, "rms_norm_eps", 1e-6), qkv_bias=True,
+        tie_embeddings=_flag(c, "tie_word_embeddings"),
+        max_length=_integer(c, "max_position_embeddings", 32768))
 
 
 def _dream_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:

@@ -36,7 +36,7 @@ def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torc
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float64)
+            noise = torch.randn(param.shape, generator=generator, dtype=torch.float64, device=generator.device)
             if name.endswith("norm.weight"):
                 param.copy_(1 + 0.2 * noise)
             elif name.endswith(".bias"):

@@ -35,9 +35,15 @@ class TransformerConfig:
     max_length: int = 4096
 
     def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+                     "max_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("rope_theta", "rms_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
@@ -55,7 +61,8 @@ class KVCache:
     """Static per-layer cache of rotated keys and values for one canvas.
 
     keys[l], values[l]: [B, Hkv, L, D]; key_mask [B, L] (False = left padding); rope_offset [B] (number of
-    left pads: RoPE position = canvas position - rope_offset).
+    left pads: RoPE position = canvas position - rope_offset). ``padded`` (whether any key is masked) is read
+    from key_mask once, here and at each prefill, so that cached forwards never synchronise with the host.
     """
 
     keys: list[torch.Tensor]
@@ -63,6 +70,11 @@ class KVCache:
     key_mask: torch.Tensor
     rope_offset: torch.Tensor
     writes: int = field(default=0)  # positions written so far (a counter for cost accounting)
+    padded: bool | None = None
+
+    def __post_init__(self):
+        if self.padded is None:
+            self.padded = not bool(self.key_mask.all())
 
     @property
     def length(self) -> int:
@@ -70,7 +82,7 @@ class KVCache:
 
     def clone(self) -> "KVCache":
         return KVCache([k.clone() for k in self.keys], [v.clone() for v in self.values],
-                       self.key_mask.clone(), self.rope_offset.clone(), self.writes)
+                       self.key_mask.clone(), self.rope_offset.clone(), self.writes, self.padded)
 
 
 class Block(nn.Module):
@@ -147,6 +159,7 @@ class BidirectionalTransformer(nn.Module):
         elif cache.keys[0].shape[0] != x.shape[0] or cache.length != x.shape[1]:
             raise ValueError(f"cache is sized {cache.keys[0].shape[0]}x{cache.length}, canvas is {tuple(x.shape)}")
         cache.key_mask.copy_(mask)
+        cache.padded = not bool(mask.all())
         cache.rope_offset.copy_((~mask).sum(dim=1))
         slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
@@ -155,7 +168,7 @@ class BidirectionalTransformer(nn.Module):
 
     # ---------------------------------------------------------------- subset forwards
     def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,
-                       output_attentions: bool = False) -> PredictorOutput:
+                       output_attentions: bool = False, check: bool = True) -> PredictorOutput:
         """Queries for ``tokens`` [B, Q] at canvas ``positions`` [B, Q] against the cache.
 
         write=True: K/V at ``positions`` are recomputed and overwrite the cache; queries attend to all L entries
@@ -163,30 +176,32 @@ class BidirectionalTransformer(nn.Module):
         to the L cached entries followed by their own Q new entries (``attn_bias`` [B, H, Q, L + Q]); their
         positions may lie beyond the cache (new tokens after a cached prefix).
         Returns raw logits [B, Q, V]: the query at position j scores token j + logit_shift.
+        ``check=False`` skips ``check_cached_positions`` (it reads positions on the host): the decoders build
+        their positions from the canvas geometry, so their hot path never synchronises (CUDA graphs,
+        ``torch.compile(fullgraph=True)``).
         """
         if tokens.shape != positions.shape or tokens.dim() != 2:
             raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} must both be [B, Q]")
-        if positions.min() < 0 or (write and positions.max() >= cache.length):
-            raise ValueError(f"positions must lie in [0, {cache.length}) to be written, got "
-                             f"[{positions.min()}, {positions.max()}]")
-        if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
-            raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
+        if check:
+            check_cached_positions(positions, cache, write)
         rope = positions - cache.rope_offset[:, None]  # [B, Q]
         fresh = torch.ones_like(tokens, dtype=torch.bool)  # [B, Q] the queries' own keys (write=False)
         key_mask = cache.key_mask if write else torch.cat([cache.key_mask, fresh], 1)
         return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
-                                slots=positions if write else None, output_attentions=output_attentions)
+                                slots=positions if write else None, output_attentions=output_attentions,
+                                padded=cache.padded)
 
     # ---------------------------------------------------------------- the core
     def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
-                    slots=None, output_attentions: bool = False) -> PredictorOutput:
+                    slots=None, output_attentions: bool = False, padded: bool | None = None) -> PredictorOutput:
         """tokens, rope_pos [B, Q] -> raw logits [B, Q, V] (query-aligned, no Dream realignment).
 
         key_mask [B, Lk] bool (False = never attend); attn_bias additive, broadcastable to [B, H, Q, Lk].
         With a cache and ``slots`` [B, Q]: new K/V are written at ``slots`` and Lk = L; with a cache and no
         slots: Lk = L + Q (cache, then the queries' own K/V), the cache unchanged; without a cache: Lk = Q.
+        ``padded``: whether key_mask masks any key, when the caller knows (else read from key_mask).
         """
-        bias = self._bias(key_mask, attn_bias, tokens.shape[1])
+        bias = self._bias(key_mask, attn_bias, tokens.shape[1], padded)
         cos, sin = rope_cos_sin(rope_pos, self.cfg.head_dim, self.cfg.rope_theta)
         h = self.embed(tokens)  # [B, Q, hidden]
         attentions = []
@@ -214,10 +229,12 @@ class BidirectionalTransformer(nn.Module):
 
         return write
 
-    def _bias(self, key_mask, attn_bias, n_queries: int):
+    def _bias(self, key_mask, attn_bias, n_queries: int, padded: bool | None = None):
         """Additive bias [B|1, 1|H, Q|1, Lk] from a key mask and an optional user bias; None when neither."""
         bias = None
-        if key_mask is not None and not key_mask.all():
+        if padded is None:
+            padded = key_mask is not None and not bool(key_mask.all())
+        if padded:
             bias = torch.zeros(key_mask.shape, dtype=self.dtype, device=self.device)
             bias = bias.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # [B, 1, 1, Lk]
         if attn_bias is not None:
@@ -227,6 +244,16 @@ class BidirectionalTransformer(nn.Module):
             if torch.isneginf(bias.expand(full)).all(dim=-1).any():
                 raise ValueError("attn_bias leaves a query with no key to attend to")
         return bias
+
+
+def check_cached_positions(positions: torch.Tensor, cache: KVCache, write: bool) -> None:
+    """Positions [B, Q] a cached forward may take: in [0, L) to be written, distinct per row (reads them on
+    the host)."""
+    if positions.min() < 0 or (write and positions.max() >= cache.length):
+        raise ValueError(f"positions must lie in [0, {cache.length}) to be written, got "
+                         f"[{positions.min()}, {positions.max()}]")
+    if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
+        raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
 
 
 def rope_positions(mask: torch.Tensor) -> torch.Tensor:

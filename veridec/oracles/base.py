@@ -51,7 +51,7 @@ class Oracle:
         probs = self.conditional_marginals(x, mask.cpu())  # [B, L, V]
         point = torch.nn.functional.one_hot(x.clamp_max(self.num_symbols - 1), self.num_symbols).double()
         probs = torch.where(observed[..., None], point, probs)
-        mask_column = torch.zeros(*x.shape, 1, dtype=torch.float64)  # p(mask) = 0
+        mask_column = torch.zeros(*x.shape, 1, dtype=torch.float64, device=probs.device)  # p(mask) = 0
         return PredictorOutput(torch.cat([probs, mask_column], dim=-1).log().clamp_min(IMPOSSIBLE))
 
     def _check_full(self, x: torch.Tensor) -> None:

@@ -17,7 +17,7 @@ class EnumeratedJoint(Oracle):
     """p(x) given as a float64 tensor of shape [V] * L; every conditional is a ratio of sums over V^L."""
 
     def __init__(self, joint: torch.Tensor):
-        joint = torch.as_tensor(joint, dtype=torch.float64)
+        joint = torch.as_tensor(joint, dtype=torch.float64, device="cpu")  # oracles compute on the host
         num_symbols, length = joint.shape[0], joint.dim()
         if any(size != num_symbols for size in joint.shape):
             raise ValueError(f"joint must have shape [V] * L, got {tuple(joint.shape)}")
@@ -35,7 +35,7 @@ class EnumeratedJoint(Oracle):
     @staticmethod
     def all_outcomes(num_symbols: int, length: int) -> torch.Tensor:
         """Every sequence in V^L [V**L, L], in row-major (flat index) order."""
-        return torch.tensor(list(itertools.product(range(num_symbols), repeat=length)), dtype=torch.long)
+        return torch.tensor(list(itertools.product(range(num_symbols), repeat=length)), dtype=torch.long, device="cpu")
 
     @classmethod
     def random(cls, num_symbols: int, length: int, seed: int = 0, concentration: float = 0.5) -> "EnumeratedJoint":
@@ -57,7 +57,7 @@ class EnumeratedJoint(Oracle):
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
         """log p(x) for full sequences x [B, L]."""
         self._check_full(x)
-        index = (x * self.num_symbols ** torch.arange(self.length - 1, -1, -1)).sum(dim=1)  # [B]
+        index = (x * self.num_symbols ** torch.arange(self.length - 1, -1, -1, device=x.device)).sum(dim=1)  # [B]
         return self.flat[index].log()
 
     def _consistent(self, x: torch.Tensor) -> torch.Tensor:

@@ -16,8 +16,8 @@ from .enumerated import EnumeratedJoint
 
 
 def _stochastic(name: str, matrix: torch.Tensor) -> torch.Tensor:
-    matrix = torch.as_tensor(matrix, dtype=torch.float64)
-    if (matrix < 0).any() or not torch.allclose(matrix.sum(-1), torch.ones(()).double(), atol=1e-9):
+    matrix = torch.as_tensor(matrix, dtype=torch.float64, device="cpu")  # oracles compute on the host
+    if (matrix < 0).any() or not torch.allclose(matrix.sum(-1), torch.ones_like(matrix.sum(-1)), atol=1e-9):
         raise ValueError(f"{name} must be non-negative with rows summing to 1")
     return matrix
 

@@ -3,6 +3,8 @@ formula, ranking and top-k selection with a stated tie rule, and the hyperparame
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -134,15 +136,19 @@ def check_choice(name: str, value, allowed) -> None:
 
 
 def check_range(name: str, value, low=None, high=None, low_open=False, high_open=False, integer=False) -> None:
-    """Raise ValueError naming ``name`` and the allowed range unless low <= value <= high (open ends optional)."""
+    """Raise ValueError naming ``name`` and the allowed range unless ``value`` is a finite real number (never
+    NaN, never a bool) with low <= value <= high (open ends optional; a missing bound is open: infinities are
+    refused everywhere)."""
+    left = "(" if low_open or low is None else "["
+    right = ")" if high_open or high is None else "]"
+    span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
     if integer and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer in {span}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number in {span}, got {value!r}")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if too_low or too_high:
-        left = "(" if low_open else "["
-        right = ")" if high_open else "]"
-        span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
         raise ValueError(f"{name} must lie in {span}, got {value!r}")
 
 

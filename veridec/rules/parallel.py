@@ -102,7 +102,7 @@ class Factor:
 
     def counts(self, view: StepView) -> torch.Tensor:
         sorted_conf = view.confidence.gather(1, view.ranking)  # [B, W] descending, -inf past N
-        n = torch.arange(1, sorted_conf.shape[1] + 1, device=sorted_conf.device)[None]  # [1, W] 1-based rank
+        n = torch.arange(1, sorted_conf.shape[1] + 1, device=sorted_conf.device, dtype=torch.float64)[None]  # [1, W]
         ok = passes(sorted_conf, 1 - self.factor / (n + 1), self.inclusive) | (n == 1)  # rank 1 is forced
         failed = ~ok & (n <= view.count[:, None])
         first_fail = torch.where(failed.any(dim=1), failed.float().argmax(dim=1), view.count)  # 0-based, or N
@@ -177,7 +177,7 @@ class EntropyBounded:
         score = self.score(view)
         order = torch.sort(score, dim=1, descending=True, stable=True).indices  # [B, W]
         entropy = (-score.gather(1, order)).masked_fill(~view.candidates.gather(1, order), 0.0)
-        before = entropy.cumsum(dim=1) - entropy  # [B, W] sum of the entries ranked before each one
+        before = F.pad(entropy.cumsum(dim=1)[:, :-1], (1, 0))  # [B, W] H_(1) + ... + H_(j-1), summed left to right
         keep_sorted = (before <= self.gamma) & view.candidates.gather(1, order)
         return torch.zeros_like(view.candidates).scatter(1, order, keep_sorted)
 
@@ -280,9 +280,12 @@ def new_state(rule, batch: int, length: int, device) -> dict:
 def symmetrized_dependency(attentions, rule: DAPD, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     """Per-layer attentions [B, H, Q, K] -> DAPD's scores [B, W, W] between window positions.
 
-    rows [W] (query index of each window position), cols [W] (its key index); heads and the deepest layers
-    averaged, then symmetrized (A + A^T) / 2."""
+    rows [W] or [B, W] (query index of each window position, per row when padding moves a row's first query),
+    cols likewise (its key index); heads and the deepest layers averaged, then symmetrized (A + A^T) / 2."""
     layers = [attentions[i] for i in rule.layers_used(len(attentions))]
     mean = torch.stack(layers).double().mean(dim=(0, 2))  # [B, Q, K]
-    square = mean[:, rows][:, :, cols]  # [B, W, W]
+    batch, width = mean.shape[0], rows.shape[-1]
+    rows, cols = rows.expand(batch, width), cols.expand(batch, width)  # [B, W]
+    square = mean.gather(1, rows[:, :, None].expand(-1, -1, mean.shape[2]))  # [B, W, K]
+    square = square.gather(2, cols[:, None, :].expand(-1, width, -1))  # [B, W, W]
     return (square + square.transpose(1, 2)) / 2

@@ -1,0 +1,104 @@
+"""Command-line argument checks for ``veridec``: each refuses a bad value with a message naming the flag and what it
+accepts (exit code 2), before any computation, so a long run never fails at its end on an argument."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from veridec.models.shipped import load_model
+
+SEED_LIMIT = 2**63  # torch.manual_seed takes seeds in [0, 2**63)
+
+
+class UsageError(ValueError):
+    """A bad command-line argument (exit code 2)."""
+
+
+def integer(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from err
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must lie in [{low}, {'inf)' if high is None else f'{high}]'}, "
+                                             f"got {value}")
+        return value
+
+    return parse
+
+
+def number(low: float = 0.0):
+    """An argparse type: a finite number >= low (NaN and infinities refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from err
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be a finite number in [{low}, inf), got {text}")
+        return value
+
+    return parse
+
+
+seed = integer(0, SEED_LIMIT - 1)
+
+
+def check_device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise UsageError(f"--device {name!r} is not a device name ({err})") from err
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise UsageError(f"--device {name}: no such CUDA device (available: {torch.cuda.device_count()})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError("--device mps: MPS is not available")
+    return device
+
+
+def load_model_arg(name: str, device, dtype=None):
+    """The model ``--model`` names; a folder that is missing or malformed is a usage error naming the file."""
+    try:
+        return load_model(name, device=device, dtype=dtype)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(f"--model {name}: {err}") from err
+
+
+def check_output_file(path: Path | None, flag: str) -> None:
+    """A file the command will write: not a directory, its folder created now (like --out), writable."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory (give a file name)")
+    _writable_folder(path.parent, flag, path)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path}: the file is read-only")
+
+
+def check_output_dir(path: Path | None, flag: str) -> None:
+    """A folder the command will write into: not a file, created now, writable."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: is a file, not a folder")
+    _writable_folder(path, flag, path)
+
+
+def _writable_folder(folder: Path, flag: str, path: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:
+        raise UsageError(f"{flag} {path}: a parent is a file ({err})") from err
+    except PermissionError as err:
+        raise UsageError(f"{flag} {path}: cannot create {folder} ({err})") from err
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: {folder} is not writable")

@@ -1,0 +1,113 @@
+"""``veridec generate``: decode a text prompt with a reference sampler (LLaDA's or Dream's) and print the text."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+from tqdm import tqdm
+
+from veridec.reference.dream import diffusion_generate
+from veridec.reference.llada import generate
+from veridec.rules.dream import DreamParams
+from veridec.rules.llada import LLaDAParams
+
+from .arguments import UsageError, check_device, check_output_file, load_model_arg
+
+LLADA_ONLY = {"block_length": "--block-length", "cfg_scale": "--cfg-scale", "remasking": "--remasking"}
+DREAM_ONLY = {"alg": "--alg"}
+
+
+class ProgressModel:
+    """Ticks a progress bar once per forward; everything else is the wrapped model."""
+
+    def __init__(self, model, bar):
+        self.model, self.bar = model, bar
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, x, attention_mask=None):
+        self.bar.update(1)
+        return self.model(x, attention_mask=attention_mask)
+
+
+def run(args) -> int:
+    device = check_device(args.device)
+    check_output_file(args.trace, "--trace")
+    model = load_model_arg(args.model, device)
+    if model.tokenizer is None:
+        raise UsageError(f"--model {args.model}: the folder has no tokenizer, so text prompts cannot be encoded")
+    ids = encode_prompt(model.tokenizer, args.prompt)
+    if len(ids) + args.gen_length > model.max_length:
+        raise UsageError(f"--prompt ({len(ids)} tokens) + --gen-length ({args.gen_length}) exceeds the model's "
+                         f"context of {model.max_length} tokens")
+    steps = args.gen_length if args.steps is None else args.steps
+    decode = sampler(args, steps)  # validates every sampling argument before any forward
+    torch.manual_seed(args.seed)
+    start = time.time()
+    with tqdm(total=None if args.tokens_per_step else steps, disable=args.quiet, desc="decoding", leave=False) as bar:
+        decoded = decode(ProgressModel(model, bar), torch.tensor([ids], device=device))
+    seconds = time.time() - start
+    print(render(model, decoded.canvas[0], len(ids)))
+    trace = decoded.trace
+    print(f"steps {len(trace.steps)} | full forwards {trace.counters.full_forwards} | "
+          f"tokens/step {trace.tokens_per_step():.2f} | {seconds:.2f} s")
+    warn_masks_left(decoded.canvas[0], model.special.mask_id, args.sampler)
+    if args.trace:
+        trace.save(args.trace)
+    return 0
+
+
+def sampler(args, steps: int):
+    """The reference sampler the arguments ask for, as prompt -> Decoded; its parameters validated now (a bad
+    value, or a flag the other sampler takes, is a usage error)."""
+    foreign = LLADA_ONLY if args.sampler == "dream" else DREAM_ONLY
+    given = [flag for name, flag in foreign.items() if getattr(args, name) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} do(es) not apply to --sampler {args.sampler}")
+    try:
+        if args.sampler == "llada":
+            kw = dict(steps=steps, gen_length=args.gen_length,
+                      block_length=args.gen_length if args.block_length is None else args.block_length,
+                      temperature=args.temperature, cfg_scale=args.cfg_scale or 0.0,
+                      remasking=args.remasking or "low_confidence", tokens_per_step=args.tokens_per_step)
+            LLaDAParams(**kw)
+            return lambda model, prompt: generate(model, prompt, **kw)
+        kw = dict(steps=steps, alg=args.alg or "entropy", temperature=args.temperature,
+                  tokens_per_step=args.tokens_per_step)
+        DreamParams(**kw)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    return lambda model, prompt: diffusion_generate(model, prompt, max_new_tokens=args.gen_length, **kw)
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    if not text:
+        raise UsageError("--prompt must not be empty")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if tokenizer.decode(ids) != text:
+        raise UsageError(f"--prompt: the model's tokenizer cannot encode {text!r} faithfully "
+                         f"(it decodes back as {tokenizer.decode(ids)!r}); use characters in its vocabulary")
+    return ids
+
+
+def render(model, canvas: torch.Tensor, prompt_length: int) -> str:
+    """The decoded text, cut at the first EOS after the prompt (masks left undecoded show as the mask token)."""
+    ids = canvas.tolist()
+    eos = model.special.eos_id
+    if eos is not None and eos in ids[prompt_length:]:
+        ids = ids[: prompt_length + ids[prompt_length:].index(eos)]
+    return model.tokenizer.decode(ids)
+
+
+def warn_masks_left(canvas: torch.Tensor, mask_id: int, sampler_name: str) -> None:
+    """Say so on stderr when the decode ends with masked positions (spec SQ1.3: LLaDA's schedule commits as many
+    tokens per block as the block had masks, and masks inside the prompt compete for them)."""
+    left = int((canvas == mask_id).sum())
+    if left:
+        why = ("LLaDA's schedule commits as many tokens per block as the block had masks, and the masks inside "
+               "the prompt compete for them (as in the official generate.py); --sampler dream fills every mask"
+               if sampler_name == "llada" else "the model proposed the mask token itself")
+        print(f"veridec: note: {left} position(s) still masked: {why}", file=sys.stderr)
