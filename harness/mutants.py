@@ -16,7 +16,7 @@ updated to the new text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ THEOREMS = "tests/test_theorems.py"
 OBSERVATIONS = "tests/test_observations.py"
 CLI = "tests/test_cli.py"
 ORACLE_PARALLEL = "tests/test_spec_oracles_parallel.py"
+ORACLE_SEQUENTIAL = "tests/test_spec_oracles_sequential.py"
+ORACLE_GUIDANCE = "tests/test_spec_oracles_guidance.py"
+ORACLE_THEOREMS = "tests/test_spec_oracles_theorems.py"
+GOLDEN = "tests/test_golden.py"
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/rules: common (LLaDA-style proposal)
@@ -585,6 +589,20 @@ MUTANTS: list[Mutant] = [
         "GO2's PMI is log p(x_b) - log p(x_b | x_a)",
         "spec/guidance.md GO2", (OBSERVATIONS,)),
 ]
+
+
+# The independent truths of each area (spec oracles, official golden traces), run after a mutant's own tests.
+AREA_TRUTHS = {
+    "veridec/rules": (ORACLE_PARALLEL, ORACLE_SEQUENTIAL, GOLDEN),
+    "reference": (GOLDEN, ORACLE_SEQUENTIAL, ORACLE_PARALLEL, ORACLE_GUIDANCE),
+    "optimized": (GOLDEN, ORACLE_PARALLEL, ORACLE_GUIDANCE),
+    "veridec/models": (GOLDEN,),
+    "veridec/guidance": (ORACLE_GUIDANCE,),
+    "proofs_checks": (ORACLE_THEOREMS,),
+    "veridec/oracles": (ORACLE_THEOREMS,),
+}
+MUTANTS = [replace(m, tests=m.tests + tuple(t for t in AREA_TRUTHS.get(m.area, ()) if t not in m.tests))
+           for m in MUTANTS]
 
 
 def by_name() -> dict[str, Mutant]:
