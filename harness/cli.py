@@ -106,6 +106,8 @@ def _exactness_parser(commands) -> None:
     exa.add_argument("--gen-length", type=integer(1), default=64)
     exa.add_argument("--block-length", type=integer(1), default=BLOCK)
     exa.add_argument("--seed", type=seed, default=0)
+    exa.add_argument("--fresh", action="store_true",
+                     help="recompute every row (default: resume from --out's exactness.records.jsonl)")
     exa.set_defaults(run=run_exactness)
 
 
@@ -166,9 +168,11 @@ def run_verify(args) -> int:
                             load_model_arg(args.model, device, torch.float64), args.seed, args.quick)
     results = [item.run(context) for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False)]
     prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
+    records = exactness.records_for(args.out, args.model, prompts, gen, BLOCK, args.seed) if args.out else None
+    announce_resume(records, args.quiet)
     rows = [] if args.no_table or args.only else \
         exactness.build_table(args.model, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed, device=device,
-                              loaded=context.model, quiet=args.quiet)
+                              loaded=context.model, quiet=args.quiet, records=records)
     if rows:
         results.append(exactness.exactness_result(rows))
     print(format_table(results))
@@ -184,6 +188,12 @@ def run_verify(args) -> int:
     return 0 if all(r.passed for r in results) else 1
 
 
+def announce_resume(records, quiet: bool) -> None:
+    if records is not None and records.resumed and not quiet:
+        print(f"veridec: resuming: {records.resumed} finished row(s) from {records.path} (--fresh recomputes "
+              "them)", file=sys.stderr)
+
+
 def run_exactness(args) -> int:
     decoders = sorted(PRESETS) if args.decoders is None else args.decoders.split(",")
     unknown = [name for name in decoders if name not in PRESETS]
@@ -195,8 +205,10 @@ def run_exactness(args) -> int:
     device = check_device(args.device)
     check_output_dir(args.out, "--out")
     load_model_arg(args.model, device)  # a clear error for a bad --model before the table starts
+    records = exactness.records_for(args.out, args.model, prompts, gen, args.block_length, args.seed, args.fresh)
+    announce_resume(records, args.quiet)
     rows = exactness.build_table(args.model, decoders, prompts, gen, args.block_length, args.seed,
-                                 device=device, quiet=args.quiet)
+                                 device=device, quiet=args.quiet, records=records)
     exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, args.block_length,
                                                                args.seed))
     print(exactness.to_markdown(rows))

@@ -29,6 +29,7 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 from .checks.registry import CheckResult
+from .records import Records, weights_sha256
 from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
@@ -83,25 +84,50 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
 
 
 def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = BLOCK,
-                    seed: int = 0, model=None, progress=None) -> list[Row]:
+                    seed: int = 0, model=None, progress=None, records: Records | None = None) -> list[Row]:
     """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
-    adds the true HMM's NLL. The sequential reference is timed after one warm-up decode."""
+    adds the true HMM's NLL. The sequential reference is timed after one warm-up decode. With ``records``, each
+    row is a unit: rows found there are taken as they are, each new one is recorded as it is finished."""
     model = load_model(model_name, dtype=torch.float32) if model is None else model
     prompt, mask = prompts_for(model_name, model, n_prompts, seed)
-    for _ in range(2):  # the first run warms up allocations and kernels
-        _, sequential_seconds = run_variant(model, "reference", PRESETS["sequential"], prompt, mask, gen_length,
-                                            block_length)
+    weights = weights_sha256(model) if records else None
+    unit = lambda decoder, variant: Records.key(model=model_name, weights=weights, decoder=decoder,  # noqa: E731
+                                                variant=variant)
+    timing = Timing(model, prompt, mask, gen_length, block_length)
     rows = []
     for name in decoders:
         reference = None
         for variant, tier in VARIANTS.items():
-            out, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen_length, block_length)
-            reference = reference or out
-            rows.append(make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds,
-                                 sequential_seconds, gen_length))
+            done = records.get(unit(name, variant)) if records else None
+            if done is None:
+                out, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen_length, block_length)
+                reference = out if variant == "reference" else reference or \
+                    run_variant(model, "reference", PRESETS[name], prompt, mask, gen_length, block_length)[0]
+                done = asdict(make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds,
+                                       timing.sequential_seconds, gen_length))
+                if records:
+                    records.add(unit(name, variant), done)
+            rows.append(Row(**done))
             if progress:
                 progress()
-    return rows + speculative_rows(model_name, model, prompt, mask, gen_length, block_length, sequential_seconds)
+    return rows + speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing,
+                                   records, unit, progress)
+
+
+class Timing:
+    """The sequential reference's wall time on the table's prompts, measured once, on first use (after a
+    warm-up decode): a resumed table whose units are all recorded decodes nothing."""
+
+    def __init__(self, model, prompt, mask, gen_length: int, block_length: int):
+        self.args, self._seconds = (model, "reference", PRESETS["sequential"], prompt, mask, gen_length,
+                                    block_length), None
+
+    @property
+    def sequential_seconds(self) -> float:
+        if self._seconds is None:
+            for _ in range(2):  # the first run warms up allocations and kernels
+                _, self._seconds = run_variant(*self.args)
+        return self._seconds
 
 
 def make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds, sequential_seconds,
@@ -123,15 +149,30 @@ SPECULATIVE = [("sequential", "none", 3, 3, 0, "E"), ("sequential", "dual", 3, 3
                ("fastdllm", "dual", 2, 2, 1, "A")]
 
 
-def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int,
-                     sequential_seconds: float) -> list[Row]:
+def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int, timing: Timing,
+                     records: Records | None = None, unit=None, progress=None) -> list[Row]:
     """Rows for speculative decoding (spec/speculative.md SP3 tier E, SP4 tier A): each prompt decoded alone by
     the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
     compared at the steps both took, within the measured float32 rounding of R's forward."""
-    singles = single_prompts(prompt, mask)
-    tol = packing_tolerance(model, singles[0], gen_length)
-    return [speculative_row(model_name, model, singles, config, gen_length, block_length, sequential_seconds, tol)
-            for config in SPECULATIVE]
+    singles, tol, rows = single_prompts(prompt, mask), None, []
+    for config in SPECULATIVE:
+        key = unit(config[0], speculative_variant(config)) if records else None
+        done = records.get(key) if records else None
+        if done is None:
+            tol = packing_tolerance(model, singles[0], gen_length) if tol is None else tol
+            done = asdict(speculative_row(model_name, model, singles, config, gen_length, block_length,
+                                          timing.sequential_seconds, tol))
+            if records:
+                records.add(key, done)
+        rows.append(Row(**done))
+        if progress:
+            progress()
+    return rows
+
+
+def speculative_variant(config) -> str:
+    _, cache, width, depth, lookahead, _ = config
+    return f"spec-{cache} W{width}D{depth}" + (f" inter{lookahead}" if lookahead else "")
 
 
 def speculative_row(model_name, model, singles, config, gen_length, block_length, sequential_seconds, tol) -> Row:
@@ -151,11 +192,10 @@ def speculative_row(model_name, model, singles, config, gen_length, block_length
         counters = spec.trace.counters
         full, positions = full + counters.full_forwards, positions + counters.query_positions
         per_call.append(spec.trace.tokens_committed() / counters.model_calls)
-    variant = f"spec-{cache} W{width}D{depth}" + (f" inter{lookahead}" if lookahead else "")
     n = len(singles)
-    return Row(model_name, name, variant, tier, n, round(sum(matches) / n, 4), round(sum(tokens) / n, 4), error, full,
-               round(positions / n, 1), round(sum(per_call) / n, 3), round(seconds, 3),
-               round(sequential_seconds / seconds, 2), logit_tolerance=tol)
+    return Row(model_name, name, speculative_variant(config), tier, n, round(sum(matches) / n, 4),
+               round(sum(tokens) / n, 4), error, full, round(positions / n, 1), round(sum(per_call) / n, 3),
+               round(seconds, 3), round(sequential_seconds / seconds, 2), logit_tolerance=tol)
 
 
 def packing_tolerance(model, single, gen_length: int) -> float:
@@ -167,17 +207,28 @@ def packing_tolerance(model, single, gen_length: int) -> float:
 
 
 def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_length: int = BLOCK, seed: int = 0,
-                device="cpu", loaded=None, quiet: bool = False) -> list[Row]:
+                device="cpu", loaded=None, quiet: bool = False, records: Records | None = None) -> list[Row]:
     """Rows for every model ``table_models(model_name)`` names (``loaded``: the first model, already loaded),
-    with a progress bar."""
+    with a progress bar; ``records`` makes every row a unit that survives a kill (``records_for``)."""
     names, rows = table_models(model_name), []
-    with tqdm(total=len(names) * len(decoders) * len(VARIANTS), disable=quiet, desc="exactness", leave=False) as bar:
+    total = len(names) * (len(decoders) * len(VARIANTS) + len(SPECULATIVE))
+    with tqdm(total=total, disable=quiet, desc="exactness", leave=False) as bar:
         for name in names:
             model = loaded if loaded is not None and name == model_name else \
                 load_model(name, device=device, dtype=torch.float32)
             rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
-                                    progress=lambda: bar.update(1))
+                                    progress=lambda: bar.update(1), records=records)
     return rows
+
+
+def records_for(out, model_name: str, prompts: int, gen_length: int, block_length: int, seed: int,
+                fresh: bool = False) -> Records:
+    """The table's records in ``out``/exactness.records.jsonl: a rerun with the same settings resumes there."""
+    path = out / "exactness.records.jsonl"
+    if fresh:
+        path.unlink(missing_ok=True)
+    return Records(path, {"table": "exactness", "dtype": "float32",
+                          **table_meta(model_name, prompts, gen_length, block_length, seed)})
 
 
 def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int, seed: int) -> dict:

@@ -1,0 +1,94 @@
+"""Records that survive a kill (harness/records.py): the exactness table resumes after SIGKILL and gives the
+uninterrupted run's rows; truncated lines are redone; records of other settings are refused."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from veridec.harness.records import Records, weights_sha256
+from veridec.models import random_model
+
+TIMINGS = ("seconds", "speedup_vs_sequential")  # wall-clock columns: measured anew by every run
+
+
+def test_records_are_durable_and_resume(tmp_path):
+    path = tmp_path / "r.jsonl"
+    first = Records(path, {"a": 1})
+    first.add(Records.key(unit=1), {"value": 1.5})
+    first.add(Records.key(unit=2), {"value": None})
+    again = Records(path, {"a": 1})
+    assert again.resumed == 2 and again.get(Records.key(unit=2)) == {"value": None}
+    assert again.get(Records.key(unit=3)) is None
+
+
+def test_a_truncated_last_line_is_dropped_and_redone(tmp_path):
+    path = tmp_path / "r.jsonl"
+    records = Records(path, {"a": 1})
+    records.add(Records.key(unit=1), {"value": 1})
+    with open(path, "a") as handle:
+        handle.write('{"key": "{\\"unit\\": 2}", "settings_ha')  # the kill came mid-write
+    again = Records(path, {"a": 1})
+    assert again.resumed == 1 and again.get(Records.key(unit=2)) is None
+    again.add(Records.key(unit=2), {"value": 2})
+    assert Records(path, {"a": 1}).resumed == 2  # the cut line is gone, the new one reads
+
+
+def test_records_of_other_settings_or_garbage_are_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    Records(path, {"prompts": 4}).add(Records.key(unit=1), {"value": 1})
+    with pytest.raises(ValueError, match="other settings .* give another --out or pass --fresh"):
+        Records(path, {"prompts": 8})
+    path.write_text("not json\n")
+    with pytest.raises(ValueError, match="line 1 is not a veridec record"):
+        Records(path, {"prompts": 4})
+
+
+def test_weights_hash_tells_models_apart():
+    a, b = random_model("llada", 0), random_model("llada", 1)
+    assert weights_sha256(a) == weights_sha256(random_model("llada", 0)) != weights_sha256(b)
+    with torch.no_grad():
+        b.load_state_dict(a.state_dict())
+        next(b.parameters()).view(-1)[0] += 1e-6
+    assert weights_sha256(a) != weights_sha256(b)
+
+
+def exactness(out, *extra):
+    return [sys.executable, "-m", "veridec.harness.cli", "exactness", "--model", "hmm", "--quick", "--decoders",
+            "sequential", "--quiet", "--out", str(out), *extra]
+
+
+def table(out) -> list[dict]:
+    rows = json.loads((out / "exactness.json").read_text())["rows"]
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
+
+
+def test_a_killed_table_resumes_to_the_uninterrupted_table(tmp_path):
+    """SIGKILL after a random number of finished rows (of 9: 4 variants + 5 speculative), rerun to the end:
+    every row equals an uninterrupted run's, and the finished rows were not recomputed."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    records = killed / "exactness.records.jsonl"
+    after = random.Random(17).randint(1, 8)
+    run = subprocess.Popen(exactness(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline:
+        if records.exists() and records.read_text().count("\n") >= after:
+            break
+        time.sleep(0.02)
+    assert run.poll() is None, "the run finished before it could be killed: " + run.stderr.read().decode()
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    finished = records.read_text().count("\n")
+    assert after <= finished < 9 and not (killed / "exactness.json").exists()
+    resumed = subprocess.run(exactness(killed), env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert subprocess.run(exactness(whole), env=env, capture_output=True).returncode == 0
+    assert table(killed) == table(whole)
+    assert records.read_text().count("\n") == 9  # each unit recorded once
