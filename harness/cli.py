@@ -23,6 +23,7 @@ from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.presets import PRESETS  # noqa: E402
 
 from . import exactness  # noqa: E402
+from .distributed import Group  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, number, seed)
@@ -205,14 +206,39 @@ def run_exactness(args) -> int:
     device = check_device(args.device)
     check_output_dir(args.out, "--out")
     load_model_arg(args.model, device)  # a clear error for a bad --model before the table starts
-    records = exactness.records_for(args.out, args.model, prompts, gen, args.block_length, args.seed, args.fresh)
-    announce_resume(records, args.quiet)
-    rows = exactness.build_table(args.model, decoders, prompts, gen, args.block_length, args.seed,
-                                 device=device, quiet=args.quiet, records=records)
-    exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, args.block_length,
-                                                               args.seed))
-    print(exactness.to_markdown(rows))
-    return 0 if exactness.all_exact(rows) else 1
+    group = Group.join(device)
+    try:
+        table = dict(model_name=args.model, decoders=decoders, prompts=prompts, gen_length=gen,
+                     block_length=args.block_length, seed=args.seed, device=group.device(device), quiet=args.quiet)
+        rows = shared_table(args, group, table)
+        if group.rank > 0:
+            return 0
+        exactness.write_table(rows, args.out, exactness.table_meta(args.model, prompts, gen, args.block_length,
+                                                                   args.seed))
+        print(exactness.to_markdown(rows))
+        return 0 if exactness.all_exact(rows) else 1
+    finally:
+        group.leave()
+
+
+def shared_table(args, group: Group, table: dict) -> list:
+    """The exactness table, resumable; under torchrun each rank computes its share, then rank 0 merges the
+    records and returns the whole table (the other ranks: their own rows)."""
+    records = exactness.records_for(args.out, table["model_name"], table["prompts"], table["gen_length"],
+                                    table["block_length"], table["seed"], args.fresh, group)
+    if group.rank == 0:
+        announce_resume(records, args.quiet)
+    try:
+        rows = exactness.build_table(**table, records=records, group=group)
+    except BaseException:
+        group.all_ok(False)  # the other ranks stop waiting and fail too
+        raise
+    if not group.all_ok(True):
+        raise RuntimeError("another rank of this torchrun failed; its error is in its own output")
+    if group.world > 1 and group.rank == 0:
+        records.merge()
+        rows = exactness.build_table(**{**table, "quiet": True}, records=records)  # every row recorded now
+    return rows
 
 
 # ------------------------------------------------------------------------------------------- bounds

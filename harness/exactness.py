@@ -29,6 +29,7 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 from .checks.registry import CheckResult
+from .distributed import Group
 from .records import Records, weights_sha256
 from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
@@ -84,10 +85,13 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
 
 
 def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = BLOCK,
-                    seed: int = 0, model=None, progress=None, records: Records | None = None) -> list[Row]:
+                    seed: int = 0, model=None, progress=None, records: Records | None = None,
+                    mine=lambda unit: True) -> list[Row]:
     """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
     adds the true HMM's NLL. The sequential reference is timed after one warm-up decode. With ``records``, each
-    row is a unit: rows found there are taken as they are, each new one is recorded as it is finished."""
+    row is a unit: rows found there are taken as they are, each new one is recorded as it is finished.
+    ``mine(unit)`` (a decoder's name, or a speculative row's variant) says which rows this process computes
+    (torchrun: its share); the others are left out."""
     model = load_model(model_name, dtype=torch.float32) if model is None else model
     prompt, mask = prompts_for(model_name, model, n_prompts, seed)
     weights = weights_sha256(model) if records else None
@@ -95,7 +99,7 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                                                 variant=variant)
     timing = Timing(model, prompt, mask, gen_length, block_length)
     rows = []
-    for name in decoders:
+    for name in filter(mine, decoders):
         reference = None
         for variant, tier in VARIANTS.items():
             done = records.get(unit(name, variant)) if records else None
@@ -111,7 +115,7 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
             if progress:
                 progress()
     return rows + speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing,
-                                   records, unit, progress)
+                                   records, unit, progress, mine)
 
 
 class Timing:
@@ -150,12 +154,12 @@ SPECULATIVE = [("sequential", "none", 3, 3, 0, "E"), ("sequential", "dual", 3, 3
 
 
 def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, block_length: int, timing: Timing,
-                     records: Records | None = None, unit=None, progress=None) -> list[Row]:
+                     records: Records | None = None, unit=None, progress=None, mine=lambda unit: True) -> list[Row]:
     """Rows for speculative decoding (spec/speculative.md SP3 tier E, SP4 tier A): each prompt decoded alone by
     the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
     compared at the steps both took, within the measured float32 rounding of R's forward."""
     singles, tol, rows = single_prompts(prompt, mask), None, []
-    for config in SPECULATIVE:
+    for config in (c for c in SPECULATIVE if mine(speculative_variant(c))):
         key = unit(config[0], speculative_variant(config)) if records else None
         done = records.get(key) if records else None
         if done is None:
@@ -207,28 +211,38 @@ def packing_tolerance(model, single, gen_length: int) -> float:
 
 
 def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_length: int = BLOCK, seed: int = 0,
-                device="cpu", loaded=None, quiet: bool = False, records: Records | None = None) -> list[Row]:
+                device="cpu", loaded=None, quiet: bool = False, records: Records | None = None,
+                group: Group = Group()) -> list[Row]:
     """Rows for every model ``table_models(model_name)`` names (``loaded``: the first model, already loaded),
-    with a progress bar; ``records`` makes every row a unit that survives a kill (``records_for``)."""
+    with a progress bar; ``records`` makes every row a unit that survives a kill (``records_for``). In a
+    ``group`` of several processes each computes its share (a decoder's four rows, or one speculative row, in
+    turn) and returns those rows only."""
     names, rows = table_models(model_name), []
-    total = len(names) * (len(decoders) * len(VARIANTS) + len(SPECULATIVE))
-    with tqdm(total=total, disable=quiet, desc="exactness", leave=False) as bar:
+    units = [(name, unit) for name in names for unit in [*decoders, *map(speculative_variant, SPECULATIVE)]]
+    owned = {u for i, u in enumerate(units) if group.mine(i)}
+    total = sum(len(VARIANTS) if unit in decoders else 1 for _, unit in owned)
+    desc = "exactness" + (f" rank {group.rank}" if group.world > 1 else "")
+    with tqdm(total=total, disable=quiet, desc=desc, leave=False, position=group.rank) as bar:
         for name in names:
             model = loaded if loaded is not None and name == model_name else \
                 load_model(name, device=device, dtype=torch.float32)
             rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
-                                    progress=lambda: bar.update(1), records=records)
+                                    progress=lambda: bar.update(1), records=records,
+                                    mine=lambda unit, name=name: (name, unit) in owned)
     return rows
 
 
 def records_for(out, model_name: str, prompts: int, gen_length: int, block_length: int, seed: int,
-                fresh: bool = False) -> Records:
-    """The table's records in ``out``/exactness.records.jsonl: a rerun with the same settings resumes there."""
+                fresh: bool = False, group: Group = Group()) -> Records:
+    """The table's records in ``out``/exactness.records.jsonl (rank r > 0: .rank{r}.jsonl beside it): a rerun
+    with the same settings resumes there; ``fresh`` (done by rank 0) starts over."""
     path = out / "exactness.records.jsonl"
-    if fresh:
-        path.unlink(missing_ok=True)
+    if fresh and group.rank == 0:
+        for old in [path, *path.parent.glob(f"{path.stem}.rank*.jsonl")]:
+            old.unlink(missing_ok=True)
+    group.barrier()
     return Records(path, {"table": "exactness", "dtype": "float32",
-                          **table_meta(model_name, prompts, gen_length, block_length, seed)})
+                          **table_meta(model_name, prompts, gen_length, block_length, seed)}, group.rank)
 
 
 def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int, seed: int) -> dict:

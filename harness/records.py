@@ -30,16 +30,17 @@ def weights_sha256(model) -> str:
 
 
 class Records:
-    """The records file at ``path`` for a run with ``settings``: ``get(key)`` a finished unit's result or None,
-    ``add(key, result)`` appends one durably."""
+    """The records of a run with ``settings`` at ``path`` (``name.jsonl``): ``get(key)`` a finished unit's
+    result or None, ``add(key, result)`` appends one durably. Process ``rank`` > 0 of a distributed run writes
+    ``name.rank{rank}.jsonl`` beside it; every process reads all of them, and ``merge`` (rank 0, after the
+    others finished) folds them into the main file."""
 
-    def __init__(self, path: Path, settings: dict):
-        self.path, self.settings, self.hash = Path(path), settings, settings_hash(settings)
+    def __init__(self, path: Path, settings: dict, rank: int = 0):
+        self.main, self.settings, self.hash = Path(path), settings, settings_hash(settings)
+        self.path = self.main if rank == 0 else self.main.with_name(f"{self.main.stem}.rank{rank}.jsonl")
         self.done: dict[str, dict] = {}
-        self.resumed = 0
-        if self.path.exists():
-            self._load()
-            self.resumed = len(self.done)
+        self._read_all()
+        self.resumed = len(self.done)
 
     @staticmethod
     def key(**parts) -> str:
@@ -49,28 +50,52 @@ class Records:
         return self.done.get(key)
 
     def add(self, key: str, result: dict) -> None:
-        line = json.dumps({"key": key, "settings_hash": self.hash, "settings": self.settings, "result": result})
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self._append(self.path, [(key, result)])
         self.done[key] = result
 
-    def _load(self) -> None:
-        data = self.path.read_bytes()
+    def merge(self) -> None:
+        """Read every process's records again and fold the other files into the main one (rank 0)."""
+        self._read_all()
+        recorded = set(self._read(self.main)) if self.main.exists() else set()
+        self._append(self.main, [(k, v) for k, v in self.done.items() if k not in recorded])
+        for other in self._rank_files():
+            other.unlink()
+
+    def _rank_files(self) -> list[Path]:
+        return sorted(self.main.parent.glob(f"{self.main.stem}.rank*.jsonl"))
+
+    def _read_all(self) -> None:
+        for path in [self.main, *self._rank_files()]:
+            if path.exists():
+                self.done.update(self._read(path))
+
+    def _append(self, path: Path, items: list[tuple[str, dict]]) -> None:
+        if not items:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            for key, result in items:
+                handle.write(json.dumps({"key": key, "settings_hash": self.hash, "settings": self.settings,
+                                         "result": result}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _read(self, path: Path) -> dict[str, dict]:
+        data = path.read_bytes()
         complete, _, tail = data.rpartition(b"\n")
         if tail:  # the last write was cut short: drop it, it is redone
-            with open(self.path, "r+b") as handle:
+            with open(path, "r+b") as handle:
                 handle.truncate(len(complete) + 1 if complete else 0)
+        found = {}
         for number, raw in enumerate(complete.split(b"\n") if complete else [], start=1):
             try:
                 record = json.loads(raw)
-                key, result, found = record["key"], record["result"], record["settings_hash"]
+                key, result, recorded_hash = record["key"], record["result"], record["settings_hash"]
             except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{self.path}: line {number} is not a veridec record; give another --out or "
+                raise ValueError(f"{path}: line {number} is not a veridec record; give another --out or "
                                  "remove the file") from None
-            if found != self.hash:
-                raise ValueError(f"{self.path}: its records come from other settings ({record.get('settings')}), "
+            if recorded_hash != self.hash:
+                raise ValueError(f"{path}: its records come from other settings ({record.get('settings')}), "
                                  f"not this run's ({self.settings}); give another --out or pass --fresh")
-            self.done[key] = result
+            found[key] = result
+        return found

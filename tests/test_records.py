@@ -69,11 +69,22 @@ def table(out) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
 
 
-def test_a_killed_table_resumes_to_the_uninterrupted_table(tmp_path):
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The uninterrupted one-process table."""
+    out = tmp_path_factory.mktemp("whole")
+    assert subprocess.run(exactness(out), env=ENV, capture_output=True).returncode == 0
+    return table(out)
+
+
+def test_a_killed_table_resumes_to_the_uninterrupted_table(tmp_path, whole):
     """SIGKILL after a random number of finished rows (of 9: 4 variants + 5 speculative), rerun to the end:
     every row equals an uninterrupted run's, and the finished rows were not recomputed."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    env = ENV
+    killed = tmp_path / "killed"
     records = killed / "exactness.records.jsonl"
     after = random.Random(17).randint(1, 8)
     run = subprocess.Popen(exactness(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -89,6 +100,20 @@ def test_a_killed_table_resumes_to_the_uninterrupted_table(tmp_path):
     assert after <= finished < 9 and not (killed / "exactness.json").exists()
     resumed = subprocess.run(exactness(killed), env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert subprocess.run(exactness(whole), env=env, capture_output=True).returncode == 0
-    assert table(killed) == table(whole)
+    assert table(killed) == whole
     assert records.read_text().count("\n") == 9  # each unit recorded once
+
+
+def test_two_gloo_processes_give_the_one_process_table(tmp_path, whole):
+    """torchrun --nproc-per-node 2 (gloo on CPU): each rank computes its share, rank 0 merges the records into
+    one file and writes the table, which equals the one-process table row for row."""
+    out = tmp_path / "two"
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          *exactness(out)[1:]], env=ENV, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert table(out) == whole
+    assert [p.name for p in sorted(out.iterdir())] == ["exactness.json", "exactness.md", "exactness.records.jsonl"]
+    lines = (out / "exactness.records.jsonl").read_text().splitlines()
+    variants = [json.loads(json.loads(line)["key"])["variant"] for line in lines]
+    rank_one = ["spec-none W3D3", "spec-none W2D2", "spec-dual W2D2 inter1"]  # units 1, 3, 5 (round robin)
+    assert len(lines) == 9 and variants[-3:] == rank_one  # merged after rank 0's own rows
