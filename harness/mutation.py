@@ -5,6 +5,7 @@ cores for the whole catalogue.)
     python -m veridec.harness.mutation --only factor-n-instead-of-n-plus-1 --only pmi-sign
     python -m veridec.harness.mutation --full                # the whole suite for every mutant
     python -m veridec.harness.mutation --list                # the catalogue
+    python -m veridec.harness.mutation --catalogue my_bugs.py --report my_bugs.md   # your own catalogue
 
 For each mutant: copy the repository (its tracked files as they are in the working tree, no .venv, no .git)
 from one snapshot taken at the start into a temporary directory, apply the patch there (``MutationError`` unless
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.util
 import json
 import os
 import platform
@@ -461,7 +463,8 @@ def render(results: list[Result], header: dict, done: bool) -> str:
              f"`{header['command']}` ({'finished' if done else 'in progress'}), {header['started']} UTC, commit "
              f"{header['commit']} plus the working tree's changes ({header['files']} {header['which']} files, "
              f"copied once at the start), Python {header['python']}, {header['machine']}.", "",
-             f"Catalogue: {header['catalogue']} mutants (`harness/mutants.py`); this run: {n}"
+             f"Catalogue: {header['catalogue']} mutants (`{header.get('catalogue_file', 'harness/mutants.py')}`); "
+             f"this run: {n}"
              + (f" (`--only`: {header['only']})" if header["only"] else "") + ". "
              + ("Every mutant runs the whole suite (`--full`)." if header["full"] else
                 "Each mutant runs its related test files first, and the rest of the suite only if they pass.")
@@ -493,11 +496,30 @@ def render(results: list[Result], header: dict, done: bool) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- main
-def select(only: list[str] | None) -> list[Mutant]:
-    if not only:
+def load_catalogue(path: str | None) -> list[Mutant]:
+    """harness/mutants.py's MUTANTS, or the ``MUTANTS`` list (of ``Mutant``) a Python file defines."""
+    if path is None:
         return list(MUTANTS)
+    spec = importlib.util.spec_from_file_location("user_catalogue", path)
+    if spec is None or not Path(path).is_file():
+        raise SystemExit(f"--catalogue {path}: no such Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = getattr(module, "MUTANTS", None)
+    if not isinstance(found, list) or not all(isinstance(m, Mutant) for m in found) or not found:
+        raise SystemExit(f"--catalogue {path}: it must define MUTANTS, a non-empty list of "
+                         "veridec.harness.mutants.Mutant")
+    names = [m.name for m in found]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"--catalogue {path}: mutant names repeat")
+    return found
+
+
+def select(only: list[str] | None, catalogue: list[Mutant] = MUTANTS) -> list[Mutant]:
+    if not only:
+        return list(catalogue)
     names = [n.strip() for item in only for n in item.split(",") if n.strip()]
-    known = {m.name: m for m in MUTANTS}
+    known = {m.name: m for m in catalogue}
     unknown = [n for n in names if n not in known]
     if unknown:
         hints = {n: difflib.get_close_matches(n, known, n=3) for n in unknown}
@@ -536,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="markdown report (default benchmarks/mutation.md)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument("--catalogue", help="a Python file defining MUTANTS (default: harness/mutants.py)")
     parser.add_argument("--timeout", type=float, default=RELATED_TIMEOUT, help="seconds per related-tests run")
     parser.add_argument("--suite-timeout", type=float, default=SUITE_TIMEOUT, help="seconds per whole-suite run")
     parser.add_argument("--untracked", action="store_true", help="copy untracked, not ignored files too")
@@ -543,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
     parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
     args = parser.parse_args(argv)
-    mutants = select(args.only)
+    catalogue = load_catalogue(args.catalogue)
+    mutants = select(args.only, catalogue)
     if args.list:
         print(list_catalogue(mutants))
         return 0
@@ -557,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
               "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "commit": _commit(ROOT),
               "files": len(files), "which": "tracked and untracked" if args.untracked else "tracked",
               "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
-              "catalogue": len(MUTANTS), "only": ", ".join(m.name for m in mutants) if args.only else "",
+              "catalogue": len(catalogue), "catalogue_file": args.catalogue or "harness/mutants.py",
+              "only": ", ".join(m.name for m in mutants) if args.only else "",
               "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
               "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
     report = Path(args.report)

@@ -1683,7 +1683,7 @@ def worked_examples():
             },
             "expected": [[[1.0, 0.0], [0.0, 1.0]]],
             "why": "ceil(0.3 * 10) = 3: layers 7, 8, 9 (the deepest); the first 3 would give 0.5, all 10"
-            " would give 0.15 off the diagonal",
+            " would give 0.35 off the diagonal",
         }
     )
     ex.append(
@@ -2056,7 +2056,7 @@ def worked_examples():
                 [False, True, False, True, False, False],
                 [False, False, False, True, False, False],
             ],
-            "why": "block [3, 5) of a 3-token prompt: masks before e = 4, the prompt's mask at 1 included;"
+            "why": "block [3, 4) of a 3-token prompt: masks before e = 4, the prompt's mask at 1 included;"
             " padding (row 1, position 0) never a candidate",
         }
     )
