@@ -376,10 +376,8 @@ ADAPTERS = {
 EXAMPLES = {example["name"]: example for example in O.worked_examples()}
 
 # Keys production has no counterpart for: origin's p is not returned (test_origin_reveal_matches_the_oracle
-# pins it to the float32 ulp with uniforms on and next to it); the selected list of the SQ1.7 example is the
-# disagreement test_llada_step_quota_above_candidates_selects_minus_inf_positions.
-SKIPPED_KEYS = {"dream_origin_reveal_strict": {"p"},
-                "llada_mask_token_proposed_and_too_few_candidates": {"selected"}}
+# pins it to the float32 ulp with uniforms on and next to it).
+SKIPPED_KEYS = {"dream_origin_reveal_strict": {"p"}}
 # Tolerances other than exact: float32 remasking uniforms (0.1 is not a float32), a Monte Carlo frequency.
 TOLERANCE = {"llada_random_remasking": dict(rel=1e-7), "dream_alg_temp_set_probability": dict(rel=0, abs_tol=6e-3)}
 # Exact examples whose cumulative probability equals top_p exactly, which float64 cannot hold: (1,2,4,3)/10 with
