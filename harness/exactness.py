@@ -79,8 +79,9 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
         for row, (positions, recorded) in enumerate(zip(step.positions, step.logits)):
             if positions:
                 full = logits[row, positions].double()
-                worst = max(worst, (torch.tensor(recorded, dtype=torch.float64) - full).abs().max().item())
-                x[row, positions] = torch.tensor(step.tokens[row], dtype=torch.long)
+                recorded = torch.tensor(recorded, dtype=torch.float64, device=full.device)
+                worst = max(worst, (recorded - full).abs().max().item())
+                x[row, positions] = torch.tensor(step.tokens[row], dtype=torch.long, device=x.device)
     return worst
 
 

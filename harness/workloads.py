@@ -62,7 +62,8 @@ def prompts_for(model_name: str, model, n: int, seed: int) -> tuple[torch.Tensor
         rows = load_world_hmm().sample(n, 24, generator=torch.Generator().manual_seed(seed)).tolist()
     else:
         rows = [model.tokenizer(text)["input_ids"] for text in corpus_texts(n, seed)]
-    return left_pad(rows, model.special.pad_id)
+    prompt, mask = left_pad(rows, model.special.pad_id)
+    return prompt.to(model.device), mask.to(model.device)
 
 
 def single_prompts(prompt: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
@@ -120,9 +121,11 @@ def validity(model, canvas, prompt, mask, texts) -> float:
 
 
 def hmm_nll(canvas: torch.Tensor, prompt_mask: torch.Tensor, prompt_len: int, gen_length: int) -> float | None:
-    """Exact NLL per generated token under the world HMM (rows with a non-symbol token are skipped)."""
-    hmm = load_world_hmm()
-    full_mask = torch.cat([prompt_mask, torch.ones(canvas.shape[0], gen_length, dtype=prompt_mask.dtype)], 1)
+    """Exact NLL per generated token under the world HMM (rows with a non-symbol token are skipped; the oracle
+    computes on the host)."""
+    hmm, canvas, prompt_mask = load_world_hmm(), canvas.cpu(), prompt_mask.cpu()
+    ones = torch.ones(canvas.shape[0], gen_length, dtype=prompt_mask.dtype, device="cpu")
+    full_mask = torch.cat([prompt_mask, ones], 1)
     symbols = ((canvas < hmm.num_symbols) | (full_mask == 0)).all(dim=1)
     if not symbols.any():
         return None

@@ -14,13 +14,15 @@ SLACK = "1 - err/tol"
 
 
 def _canvas(model, batch: int, length: int, g: torch.Generator, mask_rate: float = 0.5) -> torch.Tensor:
-    x = torch.randint(0, model.special.mask_id, (batch, length), generator=g)
-    return x.masked_fill(torch.rand(x.shape, generator=g) < mask_rate, model.special.mask_id)
+    """A random canvas drawn on the host (the same cases on every device), on the model's device."""
+    x = torch.randint(0, model.special.mask_id, (batch, length), generator=g, device="cpu")
+    x = x.masked_fill(torch.rand(x.shape, generator=g, device="cpu") < mask_rate, model.special.mask_id)
+    return x.to(model.device)
 
 
 def _lengths(ctx: VerifyContext, g: torch.Generator, cases: int) -> list[int]:
     top = min(64, ctx.model.max_length)
-    return torch.randint(2, top + 1, (cases,), generator=g).tolist()
+    return torch.randint(2, top + 1, (cases,), generator=g, device="cpu").tolist()
 
 
 def _slack(err: float, tol: float) -> float:
@@ -40,11 +42,12 @@ def cache_subset(ctx: VerifyContext):
     g, slacks = ctx.generator(1), []
     for length in _lengths(ctx, g, 4 if ctx.quick else 12):
         x = _canvas(ctx.model, 2, length, g)
-        positions = torch.stack([torch.randperm(length, generator=g)[: max(1, length // 3)] for _ in range(2)])
+        positions = torch.stack([torch.randperm(length, generator=g, device="cpu")[: max(1, length // 3)]
+                                 for _ in range(2)]).to(x.device)
 
         def compute(model):
             _, cache = model.prefill(x)
-            full = model.raw_forward(x, torch.arange(length).expand_as(x)).logits
+            full = model.raw_forward(x, torch.arange(length, device=x.device).expand_as(x)).logits
             cached = model.forward_cached(x.gather(1, positions), positions, cache).logits
             return full.gather(1, positions[..., None].expand_as(cached)), cached
 
@@ -58,7 +61,7 @@ def cache_recompute(ctx: VerifyContext):
     g, slacks = ctx.generator(2), []
     for length in _lengths(ctx, g, 3 if ctx.quick else 8):
         x, y = _canvas(ctx.model, 2, length, g), _canvas(ctx.model, 2, length, g)
-        positions = torch.arange(length).expand(2, -1)
+        positions = torch.arange(length, device=x.device).expand(2, -1)
 
         def compute(model):
             _, cache = model.prefill(x)
@@ -73,8 +76,8 @@ def padding(ctx: VerifyContext):
     g, slacks = ctx.generator(3), []
     for length in _lengths(ctx, g, 3 if ctx.quick else 8):
         rows = [_canvas(ctx.model, 1, n, g)[0] for n in (length, max(1, length // 2), 1)]
-        x = torch.full((3, length), ctx.model.special.pad_id or 0, dtype=torch.long)
-        mask = torch.zeros(3, length, dtype=torch.long)
+        x = torch.full((3, length), ctx.model.special.pad_id or 0, dtype=torch.long, device=ctx.model.device)
+        mask = torch.zeros(3, length, dtype=torch.long, device=ctx.model.device)
         for i, row in enumerate(rows):
             x[i, length - len(row):], mask[i, length - len(row):] = row, 1
         with torch.no_grad():
@@ -90,9 +93,10 @@ def padding(ctx: VerifyContext):
 def hmm_conditionals(ctx: VerifyContext):
     g, errors, bound = ctx.generator(4), [], 1e-12
     for case in range(10 if ctx.quick else 40):
-        states, symbols, length = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in ((1, 5), (2, 4), (1, 6)))
+        states, symbols, length = (int(torch.randint(lo, hi, (1,), generator=g, device="cpu"))
+                                   for lo, hi in ((1, 5), (2, 4), (1, 6)))
         hmm = HMMOracle.random(states, symbols, seed=ctx.seed * 1000 + case, concentration=0.5)
-        x = torch.randint(0, symbols, (3, length), generator=g)
-        x = x.masked_fill(torch.rand(x.shape, generator=g) < 0.5, hmm.special.mask_id)
+        x = torch.randint(0, symbols, (3, length), generator=g, device="cpu")  # the oracles run on the host
+        x = x.masked_fill(torch.rand(x.shape, generator=g, device="cpu") < 0.5, hmm.special.mask_id)
         errors.append(max_abs(hmm(x).logits.exp(), hmm.to_enumerated(length)(x).logits.exp()))
     return len(errors), max(errors) <= bound, _slack(max(errors), bound), f"1 - err/{bound:g}", ""

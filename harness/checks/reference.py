@@ -17,7 +17,7 @@ def greedy_sequential_brute_force(model, prompt: torch.Tensor, gen_length: int, 
     """One token per step at temperature 0, written as plainly as possible: in the current block, the masked
     position whose argmax token is most probable (lowest position on ties) takes that token."""
     mask_id, start = model.special.mask_id, prompt.shape[1]
-    x = torch.cat([prompt, torch.full((1, gen_length), mask_id, dtype=torch.long)], dim=1)
+    x = torch.cat([prompt, torch.full((1, gen_length), mask_id, dtype=torch.long, device=prompt.device)], dim=1)
     for begin in range(start, start + gen_length, block_length):
         for _ in range(block_length):
             probs = model(x).logits[0].double().softmax(-1)  # [L, V]
@@ -28,10 +28,11 @@ def greedy_sequential_brute_force(model, prompt: torch.Tensor, gen_length: int, 
 
 
 def _prompts(ctx: VerifyContext, salt: int, count: int):
+    """Random prompts drawn on the host (the same cases on every device), on the model's device."""
     g = ctx.generator(salt)
     for _ in range(count):
-        length = int(torch.randint(2, 12, (1,), generator=g))
-        yield torch.randint(0, ctx.model.special.mask_id, (1, length), generator=g)
+        length = int(torch.randint(2, 12, (1,), generator=g, device="cpu"))
+        yield torch.randint(0, ctx.model.special.mask_id, (1, length), generator=g, device="cpu").to(ctx.model.device)
 
 
 def _min_gap(trace) -> float:
@@ -65,8 +66,8 @@ def dream_sequential(ctx: VerifyContext):
 def batch_equals_single(ctx: VerifyContext):
     prompts = list(_prompts(ctx, 12, 3))
     width = max(p.shape[1] for p in prompts)
-    x = torch.zeros(len(prompts), width, dtype=torch.long)
-    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    x = torch.zeros(len(prompts), width, dtype=torch.long, device=ctx.model.device)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long, device=ctx.model.device)
     for i, p in enumerate(prompts):
         x[i, width - p.shape[1]:], mask[i, width - p.shape[1]:] = p[0], 1
     ok, cases = True, 0
