@@ -93,5 +93,8 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
         previous = torch.where(commit, slot, previous)
         for b in rows[commit].tolist():
             order[b].append(int(slot[b]))
+    stuck = [b for b, row in enumerate(slots) if row and not order[b]]
+    if stuck:  # the first candidate always commits (GF1): a step without a commit would repeat forever
+        raise RuntimeError(f"FastGuide step {len(trace.steps)} committed nothing in row(s) {stuck}")
     record_step(trace, 0, before, x[:, prompt_len:], mask_id, confidence, logits0 + r0, order, offset=prompt_len)
     return x
