@@ -107,6 +107,9 @@ def _exactness_parser(commands) -> None:
     exa.add_argument("--gen-length", type=integer(1), default=64)
     exa.add_argument("--block-length", type=integer(1), default=BLOCK)
     exa.add_argument("--seed", type=seed, default=0)
+    exa.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                     help="the model's dtype for the table; tolerances from a rerun one precision up (bfloat16: "
+                          "float32, never a float64 copy)")
     exa.add_argument("--fresh", action="store_true",
                      help="recompute every row (default: resume from --out's exactness.records.jsonl)")
     exa.set_defaults(run=run_exactness)
@@ -205,11 +208,13 @@ def run_exactness(args) -> int:
         raise UsageError(f"--gen-length {gen} must be a multiple of --block-length {args.block_length}")
     device = check_device(args.device)
     check_output_dir(args.out, "--out")
-    load_model_arg(args.model, device)  # a clear error for a bad --model before the table starts
+    dtype = getattr(torch, args.dtype)
+    load_model_arg(args.model, "meta", dtype)  # a clear error for a bad --model before the table starts
     group = Group.join(device)
     try:
         table = dict(model_name=args.model, decoders=decoders, prompts=prompts, gen_length=gen,
-                     block_length=args.block_length, seed=args.seed, device=group.device(device), quiet=args.quiet)
+                     block_length=args.block_length, seed=args.seed, device=group.device(device), quiet=args.quiet,
+                     dtype=dtype)
         rows = shared_table(args, group, table)
         if group.rank > 0:
             return 0
@@ -225,7 +230,7 @@ def shared_table(args, group: Group, table: dict) -> list:
     """The exactness table, resumable; under torchrun each rank computes its share, then rank 0 merges the
     records and returns the whole table (the other ranks: their own rows)."""
     records = exactness.records_for(args.out, table["model_name"], table["prompts"], table["gen_length"],
-                                    table["block_length"], table["seed"], args.fresh, group)
+                                    table["block_length"], table["seed"], args.fresh, group, table["dtype"])
     if group.rank == 0:
         announce_resume(records, args.quiet)
     try:

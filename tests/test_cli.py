@@ -69,6 +69,21 @@ def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path)
     assert "| model | decoder | variant | tier |" in table
 
 
+def test_exactness_in_bfloat16_measures_against_float32(tmp_path, capsys):
+    """--dtype bfloat16: the table runs the model in bf16, its tolerance comes from a float32 rerun (never a
+    float64 copy), and its records carry the dtype (a float32 rerun in the same --out is refused)."""
+    args = ["exactness", "--model", "hmm", "--quick", "--quiet", "--decoders", "sequential", "--out", str(tmp_path)]
+    assert main([*args, "--dtype", "bfloat16"]) == 0
+    rows = json.loads((tmp_path / "exactness.json").read_text())["rows"]
+    spec = [r for r in rows if r["variant"].startswith("spec-")]
+    assert spec and all(r["logit_tolerance"] > 1e-2 for r in spec)  # bf16 rounding, not float32's ~1e-5
+    assert all(r["commit_order_match"] == 1 for r in rows if r["tier"] == "E")
+    record = json.loads((tmp_path / "exactness.records.jsonl").read_text().splitlines()[0])
+    assert record["settings"]["dtype"] == "bfloat16"
+    assert main(args) == 1  # float32 settings against bfloat16 records: refused
+    assert "other settings" in capsys.readouterr().err
+
+
 def test_exactness_writes_json_and_markdown(tiny_folders, capsys, tmp_path):
     args = ["exactness", "--model", str(tiny_folders["dream"]), "--quick", "--quiet", "--out", str(tmp_path),
             "--decoders", "sequential,localleap"]
