@@ -600,6 +600,9 @@ AREA_TRUTHS = {
     "veridec/guidance": (ORACLE_GUIDANCE,),
     "proofs_checks": (ORACLE_THEOREMS,),
     "veridec/oracles": (ORACLE_THEOREMS,),
+    "veridec/trace": (ORACLE_PARALLEL,),
+    "veridec/decoding": (ORACLE_PARALLEL, GOLDEN),
+    "veridec/canvas": (GOLDEN,),
 }
 MUTANTS = [replace(m, tests=m.tests + tuple(t for t in AREA_TRUTHS.get(m.area, ()) if t not in m.tests))
            for m in MUTANTS]

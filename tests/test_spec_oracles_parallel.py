@@ -812,11 +812,6 @@ def test_reference_decode_matches_the_oracle_decoder(name, model_kind, seed, len
     LLaDA and Dream layouts, left padding, masks inside the prompt, T = 0 and > 0, both remasking modes."""
     if name.startswith("dapd") and model_kind == "hmm":
         model_kind = "llada"  # DAPD needs attention weights
-    if len(lengths) > 1 and (prompt_mask is not None or name.startswith("klass")):
-        # a row whose block is done takes no step (P11/P7 since 17c543b); the oracle's decoder predates that and
-        # gives it the batch's steps, which matters with prompt masks and KLASS: held by test_batch_row_*, here
-        # such decodes run one row. (The masked row is never padded: test_dapd_dream_query_of_the_first_real_token.)
-        lengths = [max(lengths)]
     model, prompt, attention, mask_id = decode_setup(model_kind, seed, lengths, sharpen, prompt_mask)
     rule = {"rule": "quota", "steps_per_block": steps_per_block} if name == "quota" else O.preset(name)
     kw = dict(gen_length=blocks * block_length, block_length=block_length, temperature=temperature,
@@ -874,27 +869,8 @@ def test_dapd_dream_query_of_the_first_real_token():
     canvas, trace, counters = O.decode_reference(as_oracle_model(model, True, True), prompt.tolist(), rule=rule,
                                                  mask_id=mask_id, attention_mask=attention.tolist(), logit_shift=1,
                                                  **kw)
-    # no row commits after its block is done: the oracle's older P11 (A2) decodes this as the current one does
-    assert not row_steps_after_its_block(prompt.tolist(), trace, mask_id, **kw)
     assert_same_decode(reference_decode(model, prompt, attention, rule=production_rule(rule), **kw), canvas, trace,
                        counters)
-
-
-def row_steps_after_its_block(prompt: list, trace: list, mask_id: int, gen_length: int, block_length: int) -> bool:
-    """Whether, in an oracle decode's trace, a row commits in a step taken after its own block was complete (the
-    steps oracle A2 is about): when none does, both readings of A2 decode alike."""
-    canvas = [list(row) + [mask_id] * gen_length for row in prompt]
-    steps = iter(trace)
-    for block in range(gen_length // block_length):
-        start, end = len(prompt[0]) + block * block_length, len(prompt[0]) + (block + 1) * block_length
-        while any(mask_id in row[start:end] for row in canvas):
-            step = next(steps)
-            if any(commits and mask_id not in canvas[b][start:end] for b, commits in enumerate(step)):
-                return True
-            for b, commits in enumerate(step):
-                for position, token, _ in commits:
-                    canvas[b][position] = token
-    return False
 
 
 @settings(max_examples=20)
@@ -1039,10 +1015,6 @@ def test_batch_row_klass_history_equals_the_row_alone():
 NOT_PRODUCTION = {  # examples production is not held to
     "factor_float_tau_vs_exact_exact": "the oracle's exact=True (Fraction) reading; production compares floats",
     "dapd_layer_count_decimal": "the oracle's reading='decimal'; production (and the oracle's default) is float",
-    # The oracle predates spec P11/P7 as of commit 17c543b (its A2): it gives a row whose block is done every step
-    # of the batch. These toy decodes are held under the current P11/P12 by test_batch_row_*.
-    "batch_row_fills_prompt_mask_it_would_not_alone": "the oracle's pre-17c543b P11 (see test_batch_row_*)",
-    "batch_row_klass_history_gets_extra_observations": "the oracle's pre-17c543b P11/P7 (see test_batch_row_*)",
 }
 EXAMPLES = {e["name"]: e for e in O.worked_examples()}
 

@@ -868,14 +868,16 @@ def step_details(
 
     klass_kl = None
     if name == "klass":
-        # P7: first update every window position (committed or not), then select.
+        # P7: first update every window position (committed or not), then select; a row without any
+        # candidate takes no step (its block is done while the batch decodes others, P11): not updated.
         klass_kl = []
         for b in range(batch):
             row = []
-            for i in range(len(logits[b])):
-                row.append(
-                    klass_update(state, b, offset + i, probs[b][i], r["kl_threshold"])
-                )
+            if any(candidates[b]):
+                for i in range(len(logits[b])):
+                    row.append(
+                        klass_update(state, b, offset + i, probs[b][i], r["kl_threshold"])
+                    )
             klass_kl.append(row)
 
     all_commits, all_selected, all_rankings, all_scores, gaps, new_canvas = (
@@ -1185,6 +1187,9 @@ def decode_reference(
             counters["query_positions"] += batch * length
             vocab = len(logits[0][0])
             cands = decoder_candidates(canvas, mask_id, e, am)
+            for b in range(batch):  # P11: a row whose block is done has no candidate (takes no step)
+                if count_masks(canvas[b], mask_id, s, e, am[b]) == 0:
+                    cands[b] = [False] * length
             dependency = None
             if r["rule"] == "dapd":
                 if attentions is None:
@@ -1983,11 +1988,11 @@ def worked_examples():
         }
     )
 
-    # 23-24. P11 batch semantics (READING: every row takes every step of the batch's block loop).
+    # 23-24. P11/P12 batch semantics: a row whose block is done takes no step (no candidate, no KLASS update).
     ex.append(
         {
-            "name": "batch_row_fills_prompt_mask_it_would_not_alone",
-            "clause": "P11 vs P12 (ambiguity)",
+            "name": "batch_row_keeps_its_prompt_mask_as_alone",
+            "clause": "P11, P12",
             "fn": "toy_decode",
             "args": {
                 "model_name": "prompt_mask",
@@ -1998,18 +2003,18 @@ def worked_examples():
                 "mask_id": 2,
             },
             "expected": [
-                [[0, 1, 0, 0], [0, 0, 0, 0]],
-                [[[[2, 0], [3, 0]], [[2, 0]]], [[[0, 0]], [[3, 0]]]],
+                [[2, 1, 0, 0], [0, 0, 0, 0]],
+                [[[[2, 0], [3, 0]], [[2, 0]]], [[], [[3, 0]]]],
             ],
             "why": "row 0 alone ends as [2, 1, 0, 0] (its prompt mask, c = 0.5, never passes and its block"
-            " is done after one step); in the batch, row 1 needs a second step, whose candidates for"
-            " row 0 are its masks before e: the prompt mask is the top-1 and commits",
+            " is done after one step); in the batch row 1 needs a second step, in which row 0 has no"
+            " candidate, so its prompt mask stays as alone",
         }
     )
     ex.append(
         {
-            "name": "batch_row_klass_history_gets_extra_observations",
-            "clause": "P7/P11 vs P12 (ambiguity)",
+            "name": "batch_row_klass_history_as_alone",
+            "clause": "P7, P11, P12",
             "fn": "toy_decode",
             "args": {
                 "model_name": "klass_history",
@@ -2030,13 +2035,13 @@ def worked_examples():
                     [[[2, 0]], [[0, 0]]],
                     [[[3, 0]], [[2, 0]]],
                     [[], [[3, 0]]],
-                    [[[4, 0], [5, 0]], [[4, 0]]],
-                    [[], [[5, 0]]],
+                    [[[4, 0]], [[4, 0]]],
+                    [[[5, 0]], [[5, 0]]],
                 ],
             ],
             "why": "row 0 alone commits 2, 3, 4, 5 one per step (its counters reach 3 only at its 4th"
-            " forward); in the batch row 1 needs 3 steps in block 0, the extra forward updates row"
-            " 0's history, and row 0 commits 4 and 5 together",
+            " forward); in the batch row 1 needs 3 steps in block 0, and the third is no step of row 0"
+            " (no candidate, no KLASS observation): row 0 commits 4 and 5 one per step, as alone",
         }
     )
 
