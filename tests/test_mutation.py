@@ -11,6 +11,7 @@ import pytest
 
 from veridec.harness import mutation
 from veridec.harness.mutants import MUTANTS, Mutant
+from veridec.harness.mutants_independent import MUTANTS as INDEPENDENT
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
@@ -26,7 +27,7 @@ def test_catalogue_size_names_and_spread():
         assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update harness/mutants.py"
