@@ -72,3 +72,24 @@ def test_commit_order_skips_steps_that_commit_nothing():
     b = trace_of([([3], [7], [1.0], 0.2), ([4], [1], [1.0], 0.2)])
     assert a.commit_order() == b.commit_order() == [{(3, 7)}, {(4, 1)}]
     assert compare_traces(a, b).same_commit_order
+
+
+def test_a_divergence_whose_margin_equals_the_numeric_error_is_a_tie():
+    """SQ0.5: the first divergence is a tie when its deciding margin is <= the numeric error (inclusive): a
+    selection gap of exactly 0.25 against an error of 0.25 is a tie, against 0.2499 it is not."""
+    a = trace_of([([2], [7], [1.0], 0.25)])
+    b = trace_of([([3], [7], [1.0], 0.25)])
+    at = compare_traces(a, b, numeric_error=0.25)
+    below = compare_traces(a, b, numeric_error=0.2499)
+    assert at.first_divergence.kind == "position" and at.first_divergence.margin == 0.25
+    assert at.first_divergence.tie and at.equivalent
+    assert not below.first_divergence.tie and not below.equivalent
+
+
+def test_tokens_per_step_counts_per_row():
+    """The mean tokens committed per step and row (SQ0.1): 2 rows, 2 steps, 2 + 1 and 1 + 0 tokens -> 4 / 4."""
+    trace = Trace("test", {}, prompt_length=2, batch_size=2)
+    trace.steps.append(StepRecord(0, [[2, 3], [2]], [[5, 6], [5]], [[0.9, 0.8], [0.9]], [[1.0, 1.0], [1.0]],
+                                  [0.1, 0.1]))
+    trace.steps.append(StepRecord(0, [[4], []], [[5], []], [[0.9], []], [[1.0], []], [0.1, float("inf")]))
+    assert trace.tokens_committed() == 4 and trace.tokens_per_step() == 1.0
