@@ -393,3 +393,13 @@ def test_the_installed_command_exits_cleanly(argv, code):
     done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", *argv], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_canvas_of_exactly_the_context_decodes_and_one_more_is_refused():
+    """M4: prompt + generation may fill the model's context exactly; one position more is refused before any
+    forward, naming both lengths."""
+    model = random_model("llada", 0, max_length=8)
+    fits = llada(model, torch.tensor([[7, 8, 9, 10]]), steps=4, gen_length=4, block_length=4)
+    assert fits.canvas.shape == (1, 8)
+    with pytest.raises(ValueError, match="max_length 8"):
+        llada(model, torch.tensor([[7, 8, 9, 10, 11]]), steps=4, gen_length=4, block_length=4)
