@@ -44,7 +44,7 @@ from unittest import mock
 import pytest
 import torch
 import veridec.reference.parallel as reference_module
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from oracles import parallel as O
 from veridec.optimized.parallel import decode as optimized_decode
@@ -799,6 +799,9 @@ DECODE_RULES = sorted(PRESETS) + ["quota", "quota"]  # Quota also stands for its
 
 
 @settings(max_examples=150)
+# Quota's schedule counts the block's masks at its start, not a prompt mask competing with them (P9, P11)
+@example(name="quota", model_kind="llada", seed=3, lengths=[4], blocks=2, block_length=3, temperature=0.0,
+         remasking="low_confidence", prompt_mask=1, sharpen=1.0, steps_per_block=2)
 @given(name=st.sampled_from(DECODE_RULES), model_kind=st.sampled_from(["llada", "dream", "hmm"]),
        seed=st.integers(0, 999), lengths=st.lists(st.integers(1, 4), min_size=1, max_size=3),
        blocks=st.integers(1, 3), block_length=st.sampled_from([1, 2, 3, 4]),
