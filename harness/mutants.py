@@ -57,6 +57,7 @@ COMPARE = "tests/test_compare.py"
 THEOREMS = "tests/test_theorems.py"
 OBSERVATIONS = "tests/test_observations.py"
 CLI = "tests/test_cli.py"
+HOSTILE = "tests/test_hostile_inputs.py"
 ORACLE_PARALLEL = "tests/test_spec_oracles_parallel.py"
 ORACLE_SEQUENTIAL = "tests/test_spec_oracles_sequential.py"
 ORACLE_GUIDANCE = "tests/test_spec_oracles_guidance.py"
@@ -355,7 +356,7 @@ MUTANTS: list[Mutant] = [
         "return self.tokens_committed() / max(1, len(self.steps) * self.batch_size)",
         "return self.tokens_committed() / max(1, len(self.steps))",
         "tokens per step divides by steps only, not steps x rows",
-        "spec/sequential.md SQ0.1 (trace); spec/exactness.md E3 tokens_per_step", (SAMPLERS, DECODERS)),
+        "spec/sequential.md SQ0.1 (trace); spec/exactness.md E3 tokens_per_step", (COMPARE, SAMPLERS, DECODERS)),
     Mutant(
         "compare-tie-strict", "veridec/compare.py",
         "tie=margin <= numeric_error)",
@@ -380,7 +381,7 @@ MUTANTS: list[Mutant] = [
         "if prompt_len + gen_length > model.max_length:",
         "if prompt_len + gen_length >= model.max_length:",
         "a canvas of exactly max_length positions is refused",
-        "spec/models.md M4; spec/sequential.md SQ0.6", (SAMPLERS, CLI)),
+        "spec/models.md M4; spec/sequential.md SQ0.6", (HOSTILE, SAMPLERS, CLI)),
     Mutant(
         "left-pad-pads-on-the-right", "veridec/canvas.py",
         "ids = torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long, device=\"cpu\")",
