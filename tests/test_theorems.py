@@ -177,3 +177,19 @@ def test_certification_matters_on_peaked_oracles():
                     wrong_uncertified += 1
                 x = result.x
     assert multi_certified >= 20 and wrong_uncertified >= 1, (multi_certified, wrong_uncertified)
+
+
+def test_merged_bounds_rows_keep_the_tightest_slack_and_margin():
+    """TK3: a theorem's row over several chunks sums cases, hypotheses and violations and keeps the smallest
+    slack and margin (the closest call), whichever chunk it came from; a chunk without one leaves it alone."""
+    from veridec.proofs_checks.table import merge
+
+    def chunk(slack, margin, cases):
+        return {"theorem": "T", "cases": cases, "hypotheses_held": cases - 1, "violations": 0,
+                "tightest_slack": slack, "tightest_margin": margin}
+
+    merged = {}
+    for row in (chunk(0.5, 2e-3, 10), chunk(0.1, 7e-3, 20), chunk(None, None, 5), chunk(0.3, 1e-4, 1)):
+        merge(merged, row)
+    assert merged["T"]["tightest_slack"] == 0.1 and merged["T"]["tightest_margin"] == 1e-4
+    assert (merged["T"]["cases"], merged["T"]["hypotheses_held"]) == (36, 32)
