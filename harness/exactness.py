@@ -60,10 +60,12 @@ class Row:
 
     @property
     def exact(self) -> bool:
-        """Same commit order and tokens; logits bit-equal, or within the measured tolerance when the row's
-        forwards are packed differently from its base's (speculative rows)."""
-        bound = 0.0 if self.logit_tolerance is None else self.logit_tolerance
-        return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error <= bound
+        """Same commit order and tokens, logits bit-equal; speculative rows (packed differently from their base):
+        the same commit order up to a tie within the measured tolerance (after which the continuations may
+        differ, so their token match is reported, not required) and logits within that tolerance."""
+        if self.logit_tolerance is None:
+            return self.commit_order_match == 1 and self.token_match == 1 and self.max_logit_error == 0
+        return self.commit_order_match == 1 and self.max_logit_error <= self.logit_tolerance
 
 
 def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention: bool) -> float:

@@ -131,3 +131,19 @@ def test_bounds_command_prints_the_table_and_writes_json(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["joints_per_minute"] > 0 and len(report["rows"]) == 11
     assert main(["bounds", "--cases", "0"]) == 2
+
+
+def test_a_speculative_row_that_diverges_at_a_tie_is_still_exact():
+    """E3: a speculative row whose first difference from its base is a tie within the measured tolerance counts
+    as matching; the tokens after the tie may differ (seen in bf16 on an H200: token match 0.89). Rows without a
+    tolerance stay bit-exact."""
+    from veridec.harness.exactness import Row
+
+    row = dict(model="m", decoder="d", variant="spec-dual W2D2", tier="E", prompts=2, commit_order_match=1.0,
+               token_match=0.89, max_logit_error=0.06, full_forwards=2, positions_per_prompt=10.0,
+               tokens_per_step=2.0, seconds=1.0, speedup_vs_sequential=1.0)
+    assert Row(**row, logit_tolerance=0.5).exact
+    assert not Row(**{**row, "commit_order_match": 0.5}, logit_tolerance=0.5).exact
+    assert not Row(**{**row, "max_logit_error": 0.6}, logit_tolerance=0.5).exact
+    assert not Row(**{**row, "variant": "dual", "max_logit_error": 0.0}).exact  # token match 0.89: not exact
+    assert Row(**{**row, "variant": "dual", "token_match": 1.0, "max_logit_error": 0.0}).exact
