@@ -80,7 +80,8 @@ class RecordingModel:
         trace = Trace("recorded", {}, prompt_length, batch)
         trace.counters = self.counters()
         seen = self.calls[0].tokens.clone()  # [B, L] the canvas as the calls show it
-        for call in self.calls[1:] + [Call("full", torch.arange(length).expand(batch, -1), final, True)]:
+        closing = Call("full", torch.arange(length, device="cpu").expand(batch, -1), final, True)  # the end
+        for call in self.calls[1:] + [closing]:
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
             trace.steps.append(_commits(seen, now, mask_id))
