@@ -45,30 +45,30 @@ def _value(config: dict, key: str, default=_MISSING):
     if key in config and config[key] is not None:
         return config[key]
     if default is _MISSING:
-        raise ValueError(f"config.json: missing key '{key}'")
+        raise ValueError(f"missing key '{key}'")
     return default
 
 
 def _integer(config: dict, key: str, default=_MISSING) -> int:
-    """config[key] as an integer >= 1; an error naming config.json and the key otherwise."""
+    """config[key] as an integer >= 1; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"config.json: {key} must be an integer >= 1, got {value!r}")
+        raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
     return value
 
 
 def _number(config: dict, key: str, default: float) -> float:
-    """config[key] as a finite number > 0; an error naming config.json and the key otherwise."""
+    """config[key] as a finite number > 0; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"config.json: {key} must be a finite number > 0, got {value!r}")
+        raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
 def _flag(config: dict, key: str) -> bool:
     value = _value(config, key, False)
     if not isinstance(value, bool):
-        raise ValueError(f"config.json: {key} must be true or false, got {value!r}")
+        raise ValueError(f"{key} must be true or false, got {value!r}")
     return value
 
 
@@ -76,16 +76,8 @@ def _reject(config: dict, checks: dict[str, object], family: str):
     """Refuse configs that ask for features this implementation does not have (never run them silently)."""
     for key, allowed in checks.items():
         if key in config and config[key] not in (allowed if isinstance(allowed, tuple) else (allowed,)):
-            raise ValueError(f"config.json: {family} option {key}={config[key]!r} is not supported "
+            raise ValueError(f"{family} option {key}={config[key]!r} is not supported "
                              f"(allowed: {allowed!r})")
-
-
-def _checked(**fields) -> TransformerConfig:
-    """TransformerConfig's own consistency checks (divisibility, even head size), reported against config.json."""
-    try:
-        return TransformerConfig(**fields)
-    except ValueError as error:
-        raise ValueError(f"config.json: {error}") from None
 
 
 def _llada_to_config(c: dict) -> TransformerConfig:
@@ -98,7 +90,7 @@ def _llada_to_config(c: dict) -> TransformerConfig:
     vocab_key = "embedding_size" if c.get("embedding_size") else "vocab_size"
     intermediate = (_integer(c, "mlp_hidden_size") if c.get("mlp_hidden_size")
                     else _integer(c, "mlp_ratio", 4) * hidden)
-    return _checked(
+    return TransformerConfig(
         vocab_size=_integer(c, vocab_key), hidden_size=hidden, num_layers=_integer(c, "n_layers"),
         num_heads=n_heads, num_kv_heads=_integer(c, "n_kv_heads", n_heads), intermediate_size=intermediate,
         rope_theta=_number(c, "rope_theta", 10000.0), rms_norm_eps=_number(c, "rms_norm_eps", 1e-5),
@@ -127,9 +119,9 @@ def _dream_to_config(c: dict) -> TransformerConfig:
     n_heads = _integer(c, "num_attention_heads")
     hidden = _integer(c, "hidden_size")
     if c.get("head_dim") not in (None, hidden // n_heads):
-        raise ValueError(f"config.json: head_dim {c['head_dim']!r} != hidden_size / num_attention_heads "
+        raise ValueError(f"head_dim {c['head_dim']!r} != hidden_size / num_attention_heads "
                          "is not supported")
-    return _checked(
+    return TransformerConfig(
         vocab_size=_integer(c, "vocab_size"), hidden_size=hidden, num_layers=_integer(c, "num_hidden_layers"),
         num_heads=n_heads, num_kv_heads=_integer(c, "num_key_value_heads", n_heads),
         intermediate_size=_integer(c, "intermediate_size"), rope_theta=_number(c, "rope_theta", 10000.0),
