@@ -54,8 +54,7 @@ from veridec.oracles import HMMOracle
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.llada import _logits as llada_forward_logits
 from veridec.reference.llada import generate
-from veridec.rules.dream import (DreamParams, _choose, _transfer_count, dream_step, sample_tokens, top_k_logits,
-                                 top_p_logits)
+from veridec.rules.dream import DreamParams, _choose, _transfer_count, dream_step, filtered_probs, sample_tokens
 from veridec.rules.llada import LLaDAParams, check_special, llada_step, transfer_schedule
 from veridec.trace import Trace
 
@@ -257,15 +256,7 @@ def prod_llada_step(logits, canvas, *, temperature, remasking, gumbel_uniforms=N
         return run_llada_step(logits, canvas, temperature=temperature, remasking=remasking, **kw)
 
 
-def prod_filtered(logits: torch.Tensor, temperature=0.0, top_p=None, top_k=None) -> torch.Tensor:
-    """Production's filtered distribution, SQ2.5's order: divide by T, top-p, top-k, softmax."""
-    if temperature > 0:
-        logits = logits / temperature
-    if top_p is not None and top_p < 1:
-        logits = top_p_logits(logits, top_p)
-    if top_k is not None:
-        logits = top_k_logits(logits, top_k)
-    return torch.softmax(logits, dim=-1)
+prod_filtered = filtered_probs  # production's filtered distribution (what sample_tokens draws from)
 
 
 def prod_filtered_exact(weights, inv_temperature=None, top_p=None, top_k=None):

@@ -67,6 +67,18 @@ def top_k_logits(logits: torch.Tensor, top_k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
 
 
+def filtered_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
+                   top_k: int | None = None) -> torch.Tensor:
+    """SQ2.5's distribution [N, V]: divide by T (T > 0), then top-p, then top-k, then softmax."""
+    if temperature > 0:
+        logits = logits / temperature
+    if top_p is not None and top_p < 1:
+        logits = top_p_logits(logits, top_p)
+    if top_k is not None:
+        logits = top_k_logits(logits, top_k)
+    return torch.softmax(logits, dim=-1)
+
+
 def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
                   top_k: int | None = None, margin_confidence: bool = False, neg_entropy: bool = False,
                   generator: torch.Generator | None = None):
@@ -76,13 +88,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float |
     renormalised probabilities) but never falls back silently to greedy decoding, as the official bare
     ``except`` does when bf16 probabilities fail Categorical's validation.
     """
-    if temperature > 0:
-        logits = logits / temperature
-    if top_p is not None and top_p < 1:
-        logits = top_p_logits(logits, top_p)
-    if top_k is not None:
-        logits = top_k_logits(logits, top_k)
-    probs = torch.softmax(logits, dim=-1)
+    probs = filtered_probs(logits, temperature, top_p, top_k)
     if temperature > 0:  # what Categorical(probs).sample() draws, with an optional generator
         tokens = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, True, generator=generator)[:, 0]
         confidence = probs.gather(-1, tokens[:, None])[:, 0]
