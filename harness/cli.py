@@ -1,4 +1,4 @@
-"""The ``veridec`` command: generate, verify, exactness, bounds, baseline, experiment, train (argparse and
+"""The ``veridec`` command: generate, verify, exactness, bounds, baseline, experiment, train, check (argparse and
 dispatch; the work lives in the harness modules). Exit codes: 0 success, 1 a failed check or an internal failure
 (its message on stderr), 2 a bad argument (one line on stderr, before any computation)."""
 
@@ -22,7 +22,7 @@ from veridec.rules.common import REMASKING  # noqa: E402
 from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.presets import PRESETS  # noqa: E402
 
-from . import exactness  # noqa: E402
+from . import check_command, exactness  # noqa: E402
 from .distributed import Group  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_generate_parser, _verify_parser, _exactness_parser, _bounds_parser, _baseline_parser,
-                _experiment_parser, _train_parser):
+                _experiment_parser, _train_parser, check_command.add_parser):
         add(commands)
     return parser
 

@@ -33,10 +33,10 @@ def test_the_scan_sees_what_it_must():
 
 def test_every_tensor_factory_names_its_device():
     """A tensor created without a device lands on the CPU and breaks a CUDA decode at its first comparison with
-    the canvas: every factory call in veridec/, reference/ and optimized/ names a device (``*_like`` and
+    the canvas: every factory call in veridec/, reference/, optimized/ and testing/ names a device (``*_like`` and
     ``new_*`` derive it from a tensor and are not factories here)."""
     offenders = [f"{path.relative_to(ROOT)}:{line}: {call}"
-                 for folder in ("veridec", "reference", "optimized")
+                 for folder in ("veridec", "reference", "optimized", "testing")
                  for path in sorted((ROOT / folder).rglob("*.py"))
                  for line, call in factory_calls_without_device(path.read_text())]
     assert not offenders, "tensors created without a device:\n" + "\n".join(offenders)

@@ -1,5 +1,6 @@
-"""Imports run only downward (DESIGN.md): harness on top; reference and optimized side by side, never importing
-each other; the shared floor (veridec/) and proofs_checks import neither of them."""
+"""Imports run only downward (DESIGN.md): harness on top, testing (veridec.testing) just below it; reference and
+optimized side by side, never importing each other; the shared floor (veridec/) and proofs_checks import neither
+of them."""
 
 import ast
 from pathlib import Path
@@ -8,12 +9,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"veridec": "veridec", "reference": "veridec.reference", "optimized": "veridec.optimized",
-            "proofs_checks": "veridec.proofs_checks", "harness": "veridec.harness"}
+            "proofs_checks": "veridec.proofs_checks", "harness": "veridec.harness", "testing": "veridec.testing"}
 FORBIDDEN = {
-    "veridec": {"veridec.reference", "veridec.optimized", "veridec.harness"},
-    "proofs_checks": {"veridec.reference", "veridec.optimized", "veridec.harness"},
-    "reference": {"veridec.optimized", "veridec.harness"},
-    "optimized": {"veridec.reference", "veridec.harness"},
+    "veridec": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing"},
+    "proofs_checks": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing"},
+    "reference": {"veridec.optimized", "veridec.harness", "veridec.testing"},
+    "optimized": {"veridec.reference", "veridec.harness", "veridec.testing"},
+    "testing": {"veridec.harness"},  # the top floor beside harness, which uses it (``veridec check``)
     "harness": set(),
 }
 

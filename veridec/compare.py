@@ -9,6 +9,7 @@ so using d for confidences is conservative).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -94,13 +95,19 @@ def _divergence(step: int, row: int, sa: StepRecord, sb: StepRecord, numeric_err
     differing = {p for p in tokens_a.keys() | tokens_b.keys() if tokens_a.get(p) != tokens_b.get(p)}
     position = min(differing)
     if position in tokens_a and position in tokens_b:
-        margin = min(_margin_at(sa, row, position), _margin_at(sb, row, position))
+        margin = _observed_min(_margin_at(sa, row, position), _margin_at(sb, row, position))
         kind = "token"
     else:
-        margin = min(abs(sa.selection_gaps[row]), abs(sb.selection_gaps[row]))
+        margin = _observed_min(abs(sa.selection_gaps[row]), abs(sb.selection_gaps[row]))
         kind = "position"
     return Divergence(step, row, position, tokens_a.get(position), tokens_b.get(position), kind, margin,
                       tie=margin <= numeric_error)
+
+
+def _observed_min(a: float, b: float) -> float:
+    """The smaller margin of the two sides that observed one (a recorded trace holds NaN: not observed)."""
+    observed = [m for m in (a, b) if not math.isnan(m)]
+    return min(observed) if observed else math.nan
 
 
 def _one_sided(step: int, row: int, extra: StepRecord, in_a: bool) -> Divergence:

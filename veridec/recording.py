@@ -32,13 +32,20 @@ class Call:
     shows_canvas: bool  # False for read-only cached calls (drafts), whose tokens are hypothetical
 
 
-class RecordingModel:
-    """``model`` with every call logged in ``calls``; any other attribute is the model's."""
+class CallLimitExceeded(RuntimeError):
+    """A decoder made more model calls than ``RecordingModel(limit=...)`` allows (it would not stop)."""
 
-    def __init__(self, model):
-        self.model, self.calls = model, []
+
+class RecordingModel:
+    """``model`` with every call logged in ``calls``; any other attribute is the model's. ``limit``: the most
+    calls allowed; the next raises ``CallLimitExceeded`` (a decoder that loops forever stops there)."""
+
+    def __init__(self, model, limit: int | None = None):
+        self.model, self.calls, self.limit = model, [], limit
 
     def __getattr__(self, name):
+        if name == "model":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.model, name)
 
     def __call__(self, x, attention_mask=None, **options):
@@ -51,10 +58,28 @@ class RecordingModel:
 
     def forward_cached(self, tokens, positions, cache, **options):
         write = options.get("write", True)
+        self._count()
         self.calls.append(Call("cached", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), write))
         return self.model.forward_cached(tokens, positions, cache, **options)
 
+    def raw_forward(self, tokens, rope_pos, **options):
+        """The Dream convention's call (veridec.adapters): a full forward unless it reads a cache."""
+        if options.get("cache") is None:
+            self._log_full(tokens)
+        else:
+            self._count()
+            slots = options.get("slots")
+            where = rope_pos if slots is None else slots
+            self.calls.append(Call("cached", where.detach().cpu().clone(), tokens.detach().cpu().clone(),
+                                   slots is not None))
+        return self.model.raw_forward(tokens, rope_pos, **options)
+
+    def _count(self) -> None:
+        if self.limit is not None and len(self.calls) >= self.limit:
+            raise CallLimitExceeded(f"the decoder made more than {self.limit} model calls")
+
     def _log_full(self, x) -> None:
+        self._count()
         positions = torch.arange(x.shape[1], device="cpu").expand(x.shape[0], -1)  # [B, L]
         self.calls.append(Call("full", positions, x.detach().cpu().clone(), True))
 
@@ -66,9 +91,12 @@ class RecordingModel:
         return counters
 
     def trace(self, canvas: torch.Tensor, prompt_length: int, mask_id: int | None = None) -> Trace:
-        """The commit order the calls show, ending at the decode's final ``canvas`` [B, L]: one step per call
-        (the masks that became tokens before the next call that shows them), positions in increasing order
-        within a step (the calls do not show the order inside a step). Raises ValueError for a decoder whose
+        """The commit order the calls show, ending at the decode's final ``canvas`` [B, L]: one step per call,
+        holding the masks that call's logits decided: a commit is placed at the last call that showed its
+        position still masked (a cached call shows only the positions it is fed, so a commit outside the window,
+        such as a prompt mask decided by a block's full refresh, is placed at that refresh, not at the next call
+        that happens to show it). Positions are in increasing order within a step (the calls do not show the
+        order inside a step). Raises ValueError for a decoder whose
         calls show hypothetical states (another batch size, read-only drafts)."""
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         final = canvas.detach().cpu()
@@ -80,22 +108,24 @@ class RecordingModel:
         trace = Trace("recorded", {}, prompt_length, batch)
         trace.counters = self.counters()
         seen = self.calls[0].tokens.clone()  # [B, L] the canvas as the calls show it
+        last_masked = torch.zeros(batch, length, dtype=torch.long, device="cpu")  # [B, L] last call showing it masked
+        step_of = torch.full((batch, length), -1, dtype=torch.long, device="cpu")  # [B, L] a commit's step
         closing = Call("full", torch.arange(length, device="cpu").expand(batch, -1), final, True)  # the end
-        for call in self.calls[1:] + [closing]:
+        for index, call in enumerate(self.calls[1:] + [closing], start=1):
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
-            trace.steps.append(_commits(seen, now, mask_id))
+            step_of[(seen == mask_id) & (now != mask_id)] = last_masked[(seen == mask_id) & (now != mask_id)]
+            shown_masked = torch.zeros_like(now, dtype=torch.bool).scatter_(1, call.positions, call.tokens == mask_id)
+            last_masked[shown_masked] = index
             seen = now
+        trace.steps = [_commits(step_of == step, final) for step in range(len(self.calls))]
         return trace
 
 
-def _commits(before: torch.Tensor, after: torch.Tensor, mask_id: int) -> StepRecord:
-    """The masks of ``before`` [B, L] that are tokens in ``after``, as one step (no confidences are observed)."""
-    positions, tokens = [], []
-    for row in range(before.shape[0]):
-        changed = ((before[row] == mask_id) & (after[row] != mask_id)).nonzero().flatten().tolist()
-        positions.append(changed)
-        tokens.append(after[row, changed].tolist())
+def _commits(chosen: torch.Tensor, final: torch.Tensor) -> StepRecord:
+    """The positions ``chosen`` [B, L] with their final tokens, as one step (no confidences are observed)."""
+    positions = [row.nonzero().flatten().tolist() for row in chosen]
+    tokens = [final[row, where].tolist() for row, where in enumerate(positions)]
     nan = float("nan")
     return StepRecord(0, positions, tokens, [[nan] * len(p) for p in positions], [[nan] * len(p) for p in positions],
                       [nan] * len(positions))

@@ -1,0 +1,88 @@
+"""``veridec check FILE.py:FUNCTION --against PRESET``: the command-line face of veridec.testing.check_decoder.
+Exit 0 when the candidate is exact (tier E) or within the baseline (tier A), 1 with the shrunk case and its
+reproducer, 2 on a bad argument (one line)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from veridec.files import write_text_atomic
+from veridec.testing import AGAINST, CACHES, CandidateError, check_decoder, load_candidate
+
+from .arguments import UsageError, check_output_dir, check_output_file, integer, seed
+
+CONVENTIONS = ("llada", "fastdllm", "dream")
+
+
+def add_parser(commands) -> None:
+    chk = commands.add_parser("check", help="hold a decoder written elsewhere against veridec's (tier E or A)")
+    chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
+    chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
+    chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
+    chk.add_argument("--convention", choices=CONVENTIONS, default=None,
+                     help="how the candidate calls the model (default: that of the official counterpart)")
+    chk.add_argument("--model", default=None,
+                     help="default | hmm | tiny-llada | tiny-dream | a model folder (default: default, or tiny-dream "
+                          "for dream)")
+    chk.add_argument("--trials", type=integer(1, 100_000), default=100, help="cases to draw")
+    chk.add_argument("--seed", type=seed, default=0)
+    chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
+    chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
+    chk.add_argument("--tier", choices=("E", "A"), default="E")
+    chk.add_argument("--ties", choices=("lowest", "torch"), default="lowest",
+                     help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
+    chk.add_argument("--baseline", type=Path, default=None,
+                     help="tier A: the stored metrics to hold the run against (written when missing)")
+    chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
+    chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
+    chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
+    chk.add_argument("--quiet", action="store_true", help="no progress bar")
+    chk.set_defaults(run=run_check)
+
+
+def run_check(args) -> int:
+    check_output_file(args.json, "--json")
+    check_output_dir(args.out, "--out")
+    case = _parse_case(args.case)
+    baseline = _read_baseline(args.baseline) if args.tier == "A" else None
+    model = args.model or ("tiny-dream" if args.against == "dream" else "default")
+    try:
+        candidate = load_candidate(args.candidate)
+        result = check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,
+                               tier=args.tier, max_examples=args.trials, seed=args.seed, max_batch=args.max_batch,
+                               padding=False if args.no_padding else None, baseline=baseline,
+                               progress=not args.quiet, case=case, ties=args.ties)
+    except (CandidateError, ValueError) as err:
+        raise UsageError(str(err)) from err
+    report = result.markdown()
+    print(report, end="")
+    data = json.dumps(result.to_dict(), indent=2, default=str)
+    if args.json:
+        write_text_atomic(args.json, data)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(args.out / "check.md", report)
+        write_text_atomic(args.out / "check.json", data)
+    if args.tier == "A" and args.baseline and baseline is None:
+        write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
+        print(f"baseline written to {args.baseline}")
+    return 0 if result.passed else 1
+
+
+def _parse_case(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--case must be JSON as a report prints it: {err}") from err
+
+
+def _read_baseline(path: Path | None) -> dict | None:
+    if path is None or not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"--baseline {path}: not a readable JSON file ({err})") from err

@@ -1,0 +1,385 @@
+"""``check_decoder``: hold a decoder written elsewhere against veridec's, on drawn cases, and shrink a failure.
+
+One case: the candidate runs on the model behind its calling convention (veridec.adapters) and a recording
+proxy (veridec.recording); the target runs on the model itself; torch's global RNG is seeded the same before
+each. Tier E (exact) asks for the same tokens, the same commit order (step by step, from the recorded calls),
+the same counters (model calls, full forwards, query positions; spec N8) and, where the candidate reports one,
+an ``nfe`` equal to its model calls. A divergence is excused only as a numeric tie: its decision margin is at
+most ``numeric_error`` (default 0: the candidate's forwards are the target's own, so exact ties are decided
+by the lowest-index rule, spec SQ0.4). Hypothesis draws the cases and shrinks a failure to the smallest one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as hypothesis_settings
+from hypothesis.errors import HypothesisException
+
+from veridec.adapters import adapt
+from veridec.compare import Divergence, compare_traces, token_match_rate
+from veridec.recording import CallLimitExceeded, RecordingModel
+
+from .candidates import CandidateError, call_candidate, fit_candidate
+from .models import check_model
+from .strategies import cases
+from .targets import Target, target
+
+CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
+
+
+@dataclass
+class Side:
+    """One side of a case: its canvas, trace (veridec's, or reconstructed from the recorded calls) and costs."""
+
+    canvas: torch.Tensor | None = None
+    trace: object = None
+    counters: object = None
+    nfe: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class CaseOutcome:
+    case: dict
+    verdict: str  # "exact" | "tie" | "diverged" | "skipped"
+    problems: list[str] = field(default_factory=list)
+    divergence: Divergence | None = None
+    diagnosis: dict = field(default_factory=dict)
+    target: Side = field(default_factory=Side)
+    candidate: Side = field(default_factory=Side)
+    token_match: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "diverged"
+
+
+def run_case(candidate: Callable, fit, goal: Target, model, case: dict, convention: str,
+             numeric_error: float = 0.0, ties: str = "lowest") -> CaseOutcome:
+    """Run both sides on ``case`` and compare them (see the module docstring)."""
+    case = resolve_case(case, model, goal)
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
+    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    ours = _run_target(goal, model, prompt, mask, case, convention, ties)
+    if ours.error is not None:
+        return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
+    limit = 2 * ours.counters.model_calls + CALL_SLACK
+    theirs = _run_foreign(candidate, fit, goal, model, prompt, mask, case, convention, limit)
+    outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
+    _compare(outcome, model, prompt.shape[1], numeric_error)
+    return outcome
+
+
+def resolve_case(case: dict, model, goal: Target) -> dict:
+    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the r-th
+    highest max-probability over the first block's masked positions, from a full forward of the initial
+    canvas, in float64."""
+    threshold = case["settings"].get("threshold")
+    if not isinstance(threshold, dict):
+        return case
+    settings = case["settings"]
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
+    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    canvas = torch.cat([prompt, torch.full((prompt.shape[0], settings["gen_length"]), model.special.mask_id,
+                                           device=model.device)], dim=1)  # [B, P + G]
+    full_mask = None if mask is None else torch.cat([mask, torch.ones_like(canvas[:, prompt.shape[1]:])], dim=1)
+    with torch.no_grad():
+        logits = model(canvas, attention_mask=full_mask).logits[0]  # [L, V] row 0
+    end = prompt.shape[1] + settings["block_length"]
+    candidates = (canvas[0, :end] == model.special.mask_id).nonzero().flatten()
+    confidence = torch.softmax(logits[candidates].double(), dim=-1).max(dim=-1).values.sort(descending=True).values
+    rank = min(threshold["at_confidence"], confidence.numel() - 1)
+    return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
+
+
+def _run_target(goal: Target, model, prompt, mask, case, convention, ties: str) -> Side:
+    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
+    torch.manual_seed(case["seed"])
+    try:
+        if goal.veridec:
+            decoded = goal.decode(model, prompt, mask, ties, **settings)
+            return Side(decoded.canvas, decoded.trace, decoded.trace.counters)
+        recording = RecordingModel(model)
+        fit = fit_candidate(goal.decode, goal)
+        tokens, nfe = call_candidate(goal.decode, fit, adapt(recording, convention), prompt, mask, settings,
+                                     goal.mask_name, model.special.mask_id)
+        return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe)
+    except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
+        return Side(error=f"{type(err).__name__}: {err}")
+
+
+def _run_foreign(candidate, fit, goal, model, prompt, mask, case, convention, limit: int) -> Side:
+    recording = RecordingModel(model, limit=limit)
+    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
+    torch.manual_seed(case["seed"])
+    try:
+        tokens, nfe = call_candidate(candidate, fit, adapt(recording, convention), prompt, mask, settings,
+                                     goal.mask_name, model.special.mask_id)
+    except CallLimitExceeded:
+        return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
+    except CandidateError as err:
+        return Side(counters=recording.counters(), error=str(err))
+    except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
+        return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
+    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe)
+
+
+def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model):
+    try:
+        return recording.trace(tokens, prompt_length, model.special.mask_id)
+    except (ValueError, RuntimeError):  # drafts or stacked calls: no commit order to reconstruct
+        return None
+
+
+def _compare(outcome: CaseOutcome, model, prompt_length: int, numeric_error: float) -> None:
+    ours, theirs, problems = outcome.target, outcome.candidate, outcome.problems
+    if theirs.error is not None:
+        problems.append(f"the candidate failed: {theirs.error}")
+        outcome.verdict = "diverged"
+        return
+    canvas = _full_canvas(theirs.canvas, ours.canvas)
+    if canvas is None:
+        problems.append(f"the candidate returned shape {tuple(theirs.canvas.shape)}, the target "
+                        f"{tuple(ours.canvas.shape)}")
+        outcome.verdict = "diverged"
+        return
+    theirs.canvas = canvas
+    outcome.token_match = token_match_rate(ours.canvas.cpu(), canvas.cpu(), prompt_length)
+    tie = False
+    if theirs.trace is not None and ours.trace is not None:
+        comparison = compare_traces(ours.trace, theirs.trace, numeric_error=numeric_error)
+        divergence = comparison.first_divergence
+        if divergence is not None:
+            tie = divergence.tie and numeric_error > 0
+            outcome.divergence = divergence
+            outcome.diagnosis = diagnose(model, ours, divergence, outcome.case["attention_mask"])
+            if not tie:
+                problems.append(f"commit order differs from step {divergence.step} (row {divergence.row}, "
+                                f"position {divergence.position})")
+    if not tie and not torch.equal(canvas.cpu(), ours.canvas.cpu()):
+        row, position = (canvas.cpu() != ours.canvas.cpu()).nonzero()[0].tolist()
+        problems.append(f"tokens differ (first at row {row}, position {position}: target "
+                        f"{int(ours.canvas[row, position])}, candidate {int(canvas[row, position])}; token match "
+                        f"{outcome.token_match:.3f})")
+    _compare_costs(ours, theirs, problems)
+    outcome.verdict = "diverged" if problems else ("tie" if tie else "exact")
+
+
+def _full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
+    """The candidate's output as the whole canvas [B, P + G] (it may return the generation only)."""
+    if tokens.shape == canvas.shape:
+        return tokens
+    if tokens.shape[0] == canvas.shape[0] and tokens.shape[1] < canvas.shape[1]:
+        prompt = canvas[:, : canvas.shape[1] - tokens.shape[1]]
+        return torch.cat([prompt.to(tokens.device), tokens], dim=1)
+    return None
+
+
+def _compare_costs(ours: Side, theirs: Side, problems: list[str]) -> None:
+    fields = ("model_calls", "full_forwards", "query_positions")
+    a = {name: getattr(ours.counters, name) for name in fields}
+    b = {name: getattr(theirs.counters, name) for name in fields}
+    if a != b:
+        problems.append(f"counters differ (spec N8): target {a}, candidate {b}")
+    if theirs.nfe is not None and theirs.nfe != b["model_calls"]:
+        problems.append(f"the candidate reports nfe={theirs.nfe} but made {b['model_calls']} model calls")
+
+
+def diagnose(model, ours: Side, divergence: Divergence, prompt_mask: list | None) -> dict:
+    """What decided the first divergent step, as a full forward of the canvas before it sees it: each side's
+    token at the position with its probability, and the logit margin (top1 - top2) there."""
+    step = divergence.step
+    canvas = _canvas_before(ours.canvas, ours.trace, step, model.special.mask_id).to(model.device)  # [B, L]
+    mask = None
+    if prompt_mask is not None:
+        mask = torch.ones_like(canvas)
+        mask[:, : len(prompt_mask[0])] = torch.tensor(prompt_mask, device=canvas.device)
+    with torch.no_grad():
+        logits = model(canvas, attention_mask=mask).logits[divergence.row, divergence.position].double().cpu()
+    probabilities = logits.softmax(-1)
+    top = logits.topk(2).values
+    token = lambda t: None if t is None else {"token": t, "probability": probabilities[t].item()}
+    return {"step": step, "row": divergence.row, "position": divergence.position, "kind": divergence.kind,
+            "target": token(divergence.token_a), "candidate": token(divergence.token_b),
+            "logit_margin": (top[0] - top[1]).item(),
+            "decision_margin": None if math.isnan(divergence.margin) else divergence.margin}
+
+
+def _canvas_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch.Tensor:
+    canvas = final.detach().cpu().clone()
+    for index, record in enumerate(trace.steps):
+        for row, positions in enumerate(record.positions):
+            if index >= step:
+                canvas[row, positions] = mask_id
+    return canvas
+
+
+@dataclass
+class CheckResult:
+    """The outcome of ``check_decoder``; ``passed`` is the verdict, ``failure`` the shrunk failing case."""
+
+    candidate: str
+    against: str
+    convention: str
+    model: str
+    tier: str
+    seed: int
+    ties: str = "lowest"
+    trials: int = 0
+    numeric_ties: int = 0  # divergences excused as within numeric_error
+    skipped: int = 0
+    trials_to_detection: int | None = None
+    failure: CaseOutcome | None = None
+    first_failing_case: dict | None = None  # the case that first failed, before shrinking
+    metrics: dict = field(default_factory=dict)  # tier A
+    passed: bool = True
+    reproducer: str = ""
+    command: str = ""
+    source: str | None = None  # FILE.py:FUNCTION when loaded with load_candidate
+    module: str | None = None  # the candidate's module otherwise
+
+    def to_dict(self) -> dict:
+        from .report import result_dict
+
+        return result_dict(self)
+
+    def markdown(self) -> str:
+        from .report import markdown
+
+        return markdown(self)
+
+
+def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, model="default", cache: str = "none",
+                  convention: str | None = None, settings=None, tier: str = "E", max_examples: int = 50,
+                  seed: int = 0, max_batch: int = 3, padding: bool | None = None, numeric_error: float = 0.0,
+                  baseline: dict | None = None, progress: bool = False, case: dict | None = None,
+                  ties: str = "lowest") -> CheckResult:
+    """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
+    callable in ``convention``) on ``max_examples`` drawn cases. ``model``: a name (default, hmm, tiny-llada,
+    tiny-dream), a model folder, or a model object. ``settings``: a dict (or a strategy of dicts) of settings
+    held fixed. ``max_batch`` / ``padding``: what the candidate supports (padding defaults to whether it takes
+    an ``attention_mask``). Tier "E" fails on the first divergence and shrinks it; tier "A" measures token
+    match, commit-order match and counters over all cases and fails only against ``baseline`` (a previous
+    result's ``metrics``). Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
+    if tier not in ("E", "A"):
+        raise ValueError(f"tier must be 'E' or 'A', got {tier!r}")
+    if ties not in ("lowest", "torch"):
+        raise ValueError(f"ties must be 'lowest' or 'torch', got {ties!r}")
+    for name, value, low in (("max_examples", max_examples, 1), ("max_batch", max_batch, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not (isinstance(numeric_error, (int, float)) and math.isfinite(numeric_error) and numeric_error >= 0):
+        raise ValueError(f"numeric_error must be a finite number >= 0, got {numeric_error!r}")
+    goal = target(against, cache, convention)
+    convention = convention or goal.convention
+    model_name = model if isinstance(model, str) else type(model).__name__
+    model = check_model(model) if isinstance(model, str) else model
+    adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
+    fit = fit_candidate(candidate, goal)
+    padding = fit.takes("attention_mask") if padding is None else padding
+    strategy = cases(model, goal, {n for n in goal.settings if fit.takes(n)}, fit.defaults, max_batch, padding,
+                     settings)
+    result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
+                         source=getattr(candidate, "__veridec_source__", None),
+                         module=getattr(candidate, "__module__", None))
+    run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties)
+    with torch.no_grad():
+        if case is None:
+            _search(run_one, strategy, result, max_examples, progress)
+        else:
+            _replay(run_one, _checked_case(case), result)
+    if tier == "A":
+        _judge_against_baseline(result, baseline)
+    if result.failure is not None:
+        from .report import reproducer_command, reproducer_snippet
+
+        result.reproducer = reproducer_snippet(result, goal, fit, model_name)
+        result.command = reproducer_command(result, against, model_name, cache)
+    return result
+
+
+def _label(candidate) -> str:
+    return getattr(candidate, "__veridec_source__", None) or getattr(candidate, "__qualname__", repr(candidate))
+
+
+def _search(run_one, strategy, result: CheckResult, max_examples: int, progress: bool) -> None:
+    """Run drawn cases until one fails (tier E: then Hypothesis shrinks it) or all pass."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=max_examples, desc=f"check {result.candidate}", disable=not progress, unit="case")
+    failures, token_matches, exact = [], [], []
+
+    @hypothesis_settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
+                         verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck), print_blob=False,
+                         report_multiple_bugs=False, phases=(Phase.generate, Phase.shrink))
+    @hypothesis_seed(result.seed)
+    @given(strategy)
+    def trial(case):
+        outcome = run_one(case)
+        if outcome.verdict == "skipped":
+            result.skipped += 1
+            reject()
+        if not failures:
+            result.trials += 1
+            bar.update(1)
+            result.numeric_ties += outcome.verdict == "tie"
+            token_matches.append(outcome.token_match if outcome.token_match is not None else 0.0)
+            exact.append(outcome.verdict in ("exact", "tie"))
+        if outcome.failed and result.tier == "E":
+            failures.append(outcome)
+            raise AssertionError("; ".join(outcome.problems))
+
+    try:
+        trial()
+    except AssertionError:
+        pass
+    except HypothesisException as err:  # unsatisfiable draws, or a failure that does not replay
+        if not failures:
+            raise ValueError(f"no case could be checked ({result.skipped} refused by the target): {err}") from err
+    finally:
+        bar.close()
+    if failures:
+        result.passed, result.trials_to_detection = False, result.trials
+        result.failure = failures[-1]  # Hypothesis replays the shrunk case last
+        result.first_failing_case = failures[0].case
+    result.metrics = {"cases": len(exact), "exact_or_tie": sum(exact),
+                      "mean_token_match": sum(token_matches) / len(token_matches) if token_matches else None}
+
+
+def _replay(run_one, case: dict, result: CheckResult) -> None:
+    outcome = run_one(case)
+    if outcome.verdict == "skipped":
+        raise ValueError(f"case: {outcome.problems[0]}")
+    result.trials, result.numeric_ties = 1, int(outcome.verdict == "tie")
+    if outcome.failed:
+        result.passed, result.trials_to_detection, result.failure = False, 1, outcome
+        result.first_failing_case = outcome.case
+
+
+def _checked_case(case: dict) -> dict:
+    """A case as the strategies write it: prompt [B][P], attention_mask [B][P] or None, seed, settings."""
+    if not isinstance(case, dict) or set(case) != {"prompt", "attention_mask", "seed", "settings"}:
+        raise ValueError("case must be a dict with keys prompt, attention_mask, seed, settings (as a report "
+                         f"prints it), got {case!r}"[:300])
+    if not isinstance(case["settings"], dict) or not isinstance(case["seed"], int):
+        raise ValueError("case: settings must be a dict and seed an integer")
+    return case
+
+
+def _judge_against_baseline(result: CheckResult, baseline: dict | None) -> None:
+    """Tier A: worse than ``baseline`` (fewer exact cases, a lower mean token match) fails."""
+    result.passed = True
+    if baseline is None:
+        return
+    worse = [name for name in ("exact_or_tie", "mean_token_match")
+             if result.metrics.get(name) is not None and baseline.get(name) is not None
+             and result.metrics[name] < baseline[name]]
+    if worse:
+        result.passed = False
+        result.metrics["regressed"] = {name: (baseline[name], result.metrics[name]) for name in worse}

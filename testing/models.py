@@ -1,0 +1,42 @@
+"""The models a check runs on: the shipped ones, a checkpoint folder, or tiny random ones built for checking.
+
+The tiny check models (``tiny-llada``, ``tiny-dream``) are random transformers made to exercise a decoder's
+decisions: their LM head is scaled (confidences spread over (0, 1), so thresholds decide something), tokens
+come in pairs with identical LM-head rows (every argmax among a pair is an exact tie, which spec SQ0.4 breaks
+to the lower id), and they never propose the mask token (a decoder whose model does keeps the position masked,
+and the official threshold loops then never end).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from veridec.models import random_model
+from veridec.models.shipped import load_model
+from veridec.models.tiny import never_predicts_mask
+
+TINY = {"tiny-llada": "llada", "tiny-dream": "dream"}
+MODEL_NAMES = ("default", "hmm", *TINY)
+TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
+LOGIT_SCALE = 4.0
+
+
+def check_model(name: str = "default", device: str | torch.device = "cpu"):
+    """The model ``name`` names: default | hmm | tiny-llada | tiny-dream | a model folder."""
+    if name in TINY:
+        return tiny_check_model(TINY[name]).to(device)
+    if name not in MODEL_NAMES and not Path(name).is_dir():
+        raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)} or a model folder, got {name!r}")
+    return load_model(name, device=device)
+
+
+def tiny_check_model(family: str, seed: int = 0):
+    model = random_model(family, seed)
+    head = model.embed.weight if model.lm_head is None else model.lm_head.weight  # [V, hidden]
+    with torch.no_grad():
+        head.mul_(LOGIT_SCALE)
+        for first in range(0, 2 * TIED_PAIRS, 2):
+            head[first + 1] = head[first]
+    return never_predicts_mask(model)

@@ -1,0 +1,101 @@
+"""A check's result as JSON, as markdown, and as a reproducer: a Python snippet and a CLI line that rerun the
+shrunk failing case alone."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict
+
+
+def result_dict(result) -> dict:
+    data = {key: value for key, value in asdict(result).items() if key != "failure"}
+    failure = result.failure
+    if failure is not None:
+        data["failure"] = {"case": failure.case, "problems": failure.problems, "diagnosis": failure.diagnosis,
+                           "target_counters": _counters(failure.target), "candidate_counters": _counters(
+                               failure.candidate), "candidate_nfe": failure.candidate.nfe,
+                           "token_match": failure.token_match}
+    return data
+
+
+def _counters(side) -> dict | None:
+    return None if side.counters is None else asdict(side.counters)
+
+
+def markdown(result) -> str:
+    verdict = "PASS" if result.passed else "FAIL"
+    lines = [f"# veridec check: {verdict}", "",
+             f"- candidate: `{result.candidate}`", f"- against: {result.against} (convention {result.convention}, "
+             f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
+             f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {result.skipped} refused by the "
+             "target)"]
+    if result.tier == "A":
+        lines.append(f"- metrics: {json.dumps(result.metrics)}")
+    failure = result.failure
+    if failure is None:
+        return "\n".join(lines) + "\n"
+    lines += [f"- detected after {result.trials_to_detection} case(s); shrunk to the case below", "",
+              "## What differs", *[f"- {problem}" for problem in failure.problems]]
+    if failure.diagnosis:
+        lines += ["", "## First divergence", *_diagnosis_lines(failure.diagnosis)]
+    lines += ["", "## Costs (spec N8)", f"- target: {_counters(failure.target)}",
+              f"- candidate: {_counters(failure.candidate)}" + (
+                  f", reports nfe={failure.candidate.nfe}" if failure.candidate.nfe is not None else ""),
+              "", "## Case", "```json", json.dumps(failure.case), "```",
+              "", "## Reproduce", "```python", result.reproducer.rstrip(), "```", "```sh", result.command, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _diagnosis_lines(diagnosis: dict) -> list[str]:
+    side = lambda entry: "nothing" if entry is None else \
+        f"token {entry['token']} (probability {entry['probability']:.6g})"
+    lines = [f"- step {diagnosis['step']}, row {diagnosis['row']}, position {diagnosis['position']} "
+             f"({diagnosis['kind']} divergence)",
+             f"- target committed {side(diagnosis['target'])}; candidate committed {side(diagnosis['candidate'])}",
+             f"- logit margin (top1 - top2) there: {diagnosis['logit_margin']:.6g} (full forward of the canvas "
+             "before the step)"]
+    if diagnosis["decision_margin"] is not None:
+        lines.append(f"- the target's decision margin at that step: {diagnosis['decision_margin']:.6g}")
+    return lines
+
+
+def reproducer_snippet(result, goal, fit, model_name: str) -> str:
+    """Python that reruns the failing case on both sides and prints both canvases."""
+    case = result.failure.case
+    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
+    arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+    load = (f'candidate = load_candidate("{result.source}")' if result.source else
+            f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
+    name = goal.call.rsplit(".", 1)[1]
+    ours = (f"{name}(model, prompt, attention_mask, ties={result.ties!r}, {goal.fixed}{arguments}).canvas"
+            if goal.veridec else f"reference(adapt(model, {result.convention!r}), prompt, {arguments})")
+    extra = ", attention_mask=attention_mask" if case["attention_mask"] is not None else ""
+    if fit.takes(goal.mask_name):
+        extra = f", {goal.mask_name}=model.special.mask_id" + extra
+    return "\n".join([
+        "import torch",
+        "from veridec.adapters import adapt",
+        "from veridec.testing import check_model, load_candidate",
+        f"from {goal.call.rsplit('.', 1)[0]} import {goal.call.rsplit('.', 1)[1]}" if goal.veridec else
+        "# reference = the callable you passed as against= (define it here)",
+        f"model = check_model({model_name!r})",
+        load,
+        f"prompt = torch.tensor({case['prompt']})",
+        "attention_mask = None" if case["attention_mask"] is None else
+        f"attention_mask = torch.tensor({case['attention_mask']})",
+        f"torch.manual_seed({case['seed']})",
+        f"theirs = candidate(adapt(model, {result.convention!r}), prompt, {arguments}{extra})",
+        f"torch.manual_seed({case['seed']})",
+        f"ours = {ours}",
+        "print(theirs, ours, sep='\\n')",
+    ]) + "\n"
+
+
+def reproducer_command(result, against, model_name: str, cache: str) -> str:
+    """The CLI line that reruns the case alone (``--case``)."""
+    source = result.source or "FILE.py:FUNCTION"
+    words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
+             "--cache", cache, "--convention", result.convention, "--model", model_name,
+             "--ties", result.ties, "--case", json.dumps(result.failure.case)]
+    return shlex.join(words)

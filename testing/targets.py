@@ -1,0 +1,102 @@
+"""What a candidate is held against: a veridec decoder of the same rule and cache policy, exact to the
+official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ1.8, SQ2.6).
+
+``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
+factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
+speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
+the user's own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from veridec.optimized import fastdllm as fast
+from veridec.reference import dream, llada
+from veridec.reference import fastdllm as fastdllm_reference
+
+CACHES = ("none", "prefix", "dual")
+BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
+DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # e.g. "fastdllm --cache dual"
+    convention: str  # the calling convention of the official counterpart
+    decode: Callable  # (model, prompt, attention_mask, ties, **settings) -> Decoded; or a foreign decoder
+    settings: tuple[str, ...]  # keyword settings it understands (besides the mask id and attention mask)
+    mask_name: str = "mask_id"  # the keyword that carries the mask token id
+    length_name: str = "gen_length"  # the keyword that sets the number of generated tokens
+    veridec: bool = True  # returns a Decoded with a trace (else tokens, or (tokens, nfe))
+    call: str = ""  # how the reproducer calls it
+    fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
+
+
+def _veridec(decoder, **fixed):
+    return lambda model, prompt, attention_mask, ties, **settings: decoder(model, prompt, attention_mask, ties=ties,
+                                                                            **fixed, **settings)
+
+
+TARGETS = {
+    ("llada", "none"): Target("llada", "llada", _veridec(llada.generate),
+                              (*BLOCK_SETTINGS, "cfg_scale", "logits_eos_inf", "confidence_eos_eot_inf"),
+                              call="veridec.reference.llada.generate"),
+    ("fastdllm", "none"): Target("fastdllm", "llada", _veridec(fastdllm_reference.generate),
+                                 (*BLOCK_SETTINGS, "threshold", "factor"), call="veridec.reference.fastdllm.generate"),
+    ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm", _veridec(fast.generate_with_prefix_cache),
+                                   (*BLOCK_SETTINGS, "threshold", "factor"),
+                                   call="veridec.optimized.fastdllm.generate_with_prefix_cache"),
+    ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache),
+                                 (*BLOCK_SETTINGS, "threshold", "factor"),
+                                 call="veridec.optimized.fastdllm.generate_with_dual_cache"),
+    ("fastdllm-2025-06", "none"): Target("fastdllm-2025-06", "llada", _veridec(fastdllm_reference.generate),
+                                         (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate"),
+    ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
+                                           _veridec(fast.generate_with_prefix_cache, legacy_loop=True),
+                                           (*BLOCK_SETTINGS, "threshold"),
+                                           call="veridec.optimized.fastdllm.generate_with_prefix_cache",
+                                           fixed="legacy_loop=True, "),
+    ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
+                                         _veridec(fast.generate_with_dual_cache, legacy_loop=True),
+                                         (*BLOCK_SETTINGS, "threshold"),
+                                         call="veridec.optimized.fastdllm.generate_with_dual_cache",
+                                         fixed="legacy_loop=True, "),
+    ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
+                              mask_name="mask_token_id", length_name="max_new_tokens",
+                              call="veridec.reference.dream.diffusion_generate"),
+}
+AGAINST = sorted({name for name, _ in TARGETS})
+
+
+def target(against: str | Callable = "fastdllm", cache: str = "none", convention: str | None = None) -> Target:
+    """The veridec decoder ``against`` names with the ``cache`` policy, or a user's callable in ``convention``."""
+    if callable(against):
+        if convention is None:
+            raise ValueError("convention: a callable 'against' needs its calling convention named "
+                             "(llada, fastdllm or dream)")
+        return _callable_target(against, convention)
+    if against not in AGAINST:
+        raise ValueError(f"against must be one of {', '.join(AGAINST)} or a callable, got {against!r}")
+    if cache not in CACHES:
+        raise ValueError(f"cache must be one of {', '.join(CACHES)}, got {cache!r}")
+    if (against, cache) not in TARGETS:
+        raise ValueError(f"cache={cache!r}: veridec has no {against} decoder with a {cache} cache (only the "
+                         "fastdllm loops have prefix and dual caches)")
+    return TARGETS[(against, cache)]
+
+
+def _callable_target(decoder: Callable, convention: str) -> Target:
+    from .candidates import fit_candidate  # the same signature rules as a candidate's
+
+    base = {"llada": TARGETS[("fastdllm", "none")], "fastdllm": TARGETS[("fastdllm", "dual")],
+            "dream": TARGETS[("dream", "none")]}
+    if convention not in base:
+        raise ValueError(f"convention must be llada, fastdllm or dream, got {convention!r}")
+    template = base[convention]
+    fit = fit_candidate(decoder, template)
+    settings = tuple(name for name in template.settings if fit.takes(name))
+    name = getattr(decoder, "__qualname__", repr(decoder))
+    return Target(name, convention, decoder, settings, template.mask_name, template.length_name, veridec=False,
+                  call=f"{getattr(decoder, '__module__', '?')}.{name}")

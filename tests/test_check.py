@@ -1,0 +1,263 @@
+"""veridec check on code it has not seen (issue 14): the adapters against the official modelling's recorded
+behaviour, ``check_decoder`` on a from-scratch Fast-dLLM decoder and seven broken variants of it, the
+reproducers it prints, the command and its exit codes, and the pytest plugin."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention, adapt
+from veridec.harness.cli import main
+from veridec.harness.golden import load_checkpoints
+from veridec.recording import RecordingModel
+from veridec.reference.llada import generate as llada_generate
+from veridec.testing import CandidateError, check_decoder, check_model, load_candidate
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "fastdllm_dual.py"
+BROKEN = ROOT / "examples" / "fastdllm_dual_broken.py"
+VARIANTS = ("stale_cache", "ties_to_highest_index", "strict_threshold", "block_positions_from_zero",
+            "block_done_by_row_zero", "one_too_many", "confidence_of_noisy_logits")
+GOLDEN_DIR = Path(__file__).parent / "golden"
+DUAL = dict(against="fastdllm", cache="dual", model="tiny-llada")
+
+
+@pytest.fixture(scope="module")
+def golden_models(tmp_path_factory):
+    golden = json.loads((GOLDEN_DIR / "golden.json").read_text())
+    return golden, load_checkpoints(golden, GOLDEN_DIR, tmp_path_factory.mktemp("golden"))
+
+
+# ------------------------------------------------------------------ adapters vs the official modelling
+def test_example_through_the_cache_adapter_reproduces_the_official_modelling(golden_models):
+    """The from-scratch dual-cache decoder, run through FastDLLMConvention on the golden checkpoints, gives the
+    canvas and nfe the official generate_with_dual_cache gave with the official cached modelling (every
+    ``equal`` case of the current loop it can run: one row, no factor)."""
+    golden, models = golden_models
+    generate = load_candidate(f"{EXAMPLE}:generate")
+    compared = 0
+    for case in golden["cases"]:
+        settings = case["settings"]
+        if case["variant"] != "current/dual" or case["expect"] != "equal" or settings.get("factor") is not None \
+                or len(case["prompt"]) != 1 or settings.get("remasking") != "low_confidence":
+            continue
+        model = models[case["checkpoint"]]
+        torch.manual_seed(case["seed"])
+        kwargs = {k: settings[k] for k in ("steps", "gen_length", "block_length", "temperature", "mask_id",
+                                           "threshold") if k in settings}
+        canvas, nfe = generate(FastDLLMConvention(model), torch.tensor(case["prompt"]), **kwargs)
+        assert canvas.tolist() == case["official"]["canvas"] and nfe == case["official"]["nfe"], case["id"]
+        compared += 1
+    assert compared >= 20, compared
+
+
+def test_llada_adapter_ignores_padding_as_the_official_modelling_does(golden_models):
+    """padding="ignore" reproduces the official LLaDA modelling on left-padded rows (golden
+    padding_ignored_upstream cases); padding="honour" reproduces veridec's own recorded outputs."""
+    golden, models = golden_models
+    cases = [c for c in golden["cases"] if c["expect"] == "padding_ignored_upstream"]
+    for case in cases[:12]:
+        settings, model = dict(case["settings"]), models[case["checkpoint"]]
+        prompt, mask = torch.tensor(case["prompt"]), torch.tensor(case["attention_mask"])
+        for padding, want in (("ignore", case["official"]["canvas"]), ("honour", case["veridec"]["canvas"])):
+            torch.manual_seed(case["seed"])
+            got = llada_generate(LLaDAConvention(model, padding=padding), prompt, mask, ties="torch", **settings)
+            assert got.canvas.tolist() == want, (case["id"], padding)
+    assert len(cases) >= 12
+
+
+def test_cache_adapter_shapes_and_in_place_writes():
+    model = check_model("tiny-llada")
+    adapter, x = FastDLLMConvention(model), torch.randint(0, 90, (2, 9))
+    full = adapter(x, use_cache=True)
+    keys = full.past_key_values[0][0]
+    assert keys.shape == (2, model.cfg.num_kv_heads, 9, model.cfg.head_dim)
+    prefix = [(k[:, :, :4], v[:, :, :4]) for k, v in full.past_key_values]
+    continued = adapter(x[:, 4:], past_key_values=prefix, use_cache=True)
+    assert continued.past_key_values[0][0].shape[2] == 9  # the prefix, then x's entries (official concat)
+    torch.testing.assert_close(continued.logits, full.logits[:, 4:], rtol=0, atol=1e-5)
+    replace = torch.zeros(2, 9, dtype=torch.bool)
+    replace[:, 4:7] = True
+    before = keys.clone()
+    block = x[:, 4:7].clone()
+    block[:, 0] = (block[:, 0] + 1) % 90
+    out = adapter(block, past_key_values=full.past_key_values, use_cache=True, replace_position=replace)
+    assert out.past_key_values is not None and out.logits.shape == (2, 3, model.vocab_size)
+    assert not torch.equal(keys[:, :, 4], before[:, :, 4]) and torch.equal(keys[:, :, :4], before[:, :, :4])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, x, kv: a(x[:, :2], past_key_values=kv, replace_position=_marks([[1, 0, 1]] * 2, 9)),
+     "contiguous"),
+    (lambda a, x, kv: a(x[:, :2], past_key_values=kv, replace_position=_marks([[1, 1, 0], [0, 1, 1]], 9)),
+     "same positions in every row"),
+    (lambda a, x, kv: a(x[:, :3], past_key_values=kv, replace_position=_marks([[1, 1, 0]] * 2, 9)), "marks 2"),
+    (lambda a, x, kv: a(x, past_key_values=kv, attention_mask=torch.ones_like(x)), "attention_mask"),
+    (lambda a, x, kv: a(x, replace_position=torch.ones_like(x, dtype=torch.bool)), "needs past_key_values"),
+])
+def test_cache_adapter_refuses_what_the_official_modelling_cannot_mean(call, message):
+    adapter, x = FastDLLMConvention(check_model("tiny-llada")), torch.randint(0, 90, (2, 9))
+    with pytest.raises(ValueError, match=message):
+        call(adapter, x, adapter(x, use_cache=True).past_key_values)
+
+
+def _marks(rows, length):
+    marks = torch.zeros(len(rows), length, dtype=torch.bool)
+    marks[:, : len(rows[0])] = torch.tensor(rows, dtype=torch.bool)
+    return marks
+
+
+def test_dream_adapter_gives_raw_shifted_logits_and_reads_the_official_mask():
+    model = check_model("tiny-dream")
+    x = torch.randint(0, 90, (2, 7))
+    mask = torch.ones_like(x)
+    mask[1, :3] = 0
+    aligned = model(x, attention_mask=mask).logits  # [B, L, V] token-aligned
+    keys = mask.bool()
+    official_mask = (keys[:, None, :, None] & keys[:, None, None, :])  # [B, 1, L, L] as diffusion_generate builds
+    tok_idx = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    raw = DreamConvention(model)(x, official_mask, tok_idx).logits
+    shifted = torch.cat([raw[:, :1], raw[:, :-1]], dim=1)  # what diffusion_generate does
+    assert torch.allclose(shifted[0], aligned[0], atol=1e-5) and torch.allclose(shifted[1, 4:], aligned[1, 4:],
+                                                                                atol=1e-5)
+    with pytest.raises(ValueError, match="Dream-layout"):
+        adapt(check_model("tiny-llada"), "dream")
+    with pytest.raises(ValueError, match="convention must be"):
+        adapt(model, "vllm")
+
+
+def test_check_models_tie_twin_tokens_exactly():
+    for name in ("tiny-llada", "tiny-dream"):
+        logits = check_model(name)(torch.randint(0, 90, (3, 11))).logits
+        assert torch.equal(logits[..., 0:64:2], logits[..., 1:64:2]), name
+        assert (logits[..., check_model(name).special.mask_id] == -torch.inf).all()
+
+
+# ------------------------------------------------------------------ check_decoder on the examples
+def test_the_correct_example_passes():
+    result = check_decoder(load_candidate(f"{EXAMPLE}:generate"), max_examples=100, **DUAL)
+    assert result.passed and result.trials == 100 and result.failure is None, result.markdown()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_broken_variant_is_caught_with_a_shrunk_reproducer(variant):
+    result = check_decoder(load_candidate(f"{BROKEN}:{variant}"), max_examples=200, **DUAL)
+    assert not result.passed and result.failure.problems, variant
+    size = lambda case: len(case["prompt"]) * (len(case["prompt"][0]) + case["settings"]["gen_length"])
+    assert size(result.failure.case) <= size(result.first_failing_case)
+    assert "veridec check" in result.command and "torch.manual_seed" in result.reproducer
+    print(f"{variant}: detected after {result.trials_to_detection} case(s); shrunk to {result.failure.case}")
+
+
+def test_the_reproducer_snippet_reproduces_the_divergence():
+    result = check_decoder(load_candidate(f"{BROKEN}:one_too_many"), max_examples=200, **DUAL)
+    printed = subprocess.run([sys.executable, "-c", result.reproducer], capture_output=True, text=True, cwd=ROOT,
+                             check=True).stdout.strip().splitlines()
+    theirs, ours = printed[: len(printed) // 2], printed[len(printed) // 2:]
+    assert theirs != ours
+
+
+def test_the_command_reruns_a_printed_case_and_exits_1(capsys):
+    result = check_decoder(load_candidate(f"{BROKEN}:strict_threshold"), max_examples=200, **DUAL)
+    case = json.dumps(result.failure.case)
+    assert main(["check", f"{BROKEN}:strict_threshold", "--against", "fastdllm", "--cache", "dual", "--model",
+                 "tiny-llada", "--case", case, "--quiet"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+    assert main(["check", f"{EXAMPLE}:generate", "--against", "fastdllm", "--cache", "dual", "--model",
+                 "tiny-llada", "--case", case, "--quiet"]) == 0
+
+
+def test_the_command_passes_the_example_and_writes_reports(tmp_path):
+    assert main(["check", f"{EXAMPLE}:generate", "--against", "fastdllm", "--cache", "dual", "--model",
+                 "tiny-llada", "--trials", "20", "--quiet", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "check.json").read_text())
+    assert data["passed"] and data["trials"] == 20 and "PASS" in (tmp_path / "check.md").read_text()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["missing.py:f"], "does not exist"),
+    ([f"{EXAMPLE}:nope"], "defines no function 'nope'"),
+    ([f"{EXAMPLE}:DualCacheDecoder"], "takes no 'gen_length'"),
+    ([f"{EXAMPLE}"], "FILE.py:FUNCTION"),
+    ([f"{EXAMPLE}:generate", "--case", "{not json"], "--case must be JSON"),
+    ([f"{EXAMPLE}:generate", "--case", "[1]"], "case must be a dict"),
+    ([f"{EXAMPLE}:generate", "--cache", "dual", "--against", "llada"], "no llada decoder with a dual cache"),
+    ([f"{EXAMPLE}:generate", "--model", "nowhere"], "model must be one of"),
+])
+def test_the_command_refuses_bad_arguments_with_exit_2(arguments, message, capsys):
+    argv = ["check", *arguments] + ([] if "--against" in arguments else ["--against", "fastdllm"])
+    assert main(argv + ["--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1, error
+
+
+# ------------------------------------------------------------------ what a check reports
+def test_a_wrong_nfe_and_a_decoder_that_never_stops_are_reported():
+    generate = load_candidate(f"{EXAMPLE}:generate")
+
+    def miscounts(model, prompt, steps=128, gen_length=128, block_length=128, mask_id=0, threshold=None):
+        canvas, nfe = generate(model, prompt, steps, gen_length, block_length, 0.0, mask_id, threshold)
+        return canvas, nfe + 1
+
+    def never_stops(model, prompt, gen_length=128, mask_id=0):
+        while True:
+            model(torch.full((1, prompt.shape[1] + gen_length), mask_id), use_cache=True)
+
+    result = check_decoder(miscounts, **DUAL, max_examples=20)
+    assert not result.passed and "reports nfe=" in " ".join(result.failure.problems)
+    result = check_decoder(never_stops, **DUAL, max_examples=5)
+    assert not result.passed and "model calls (stopped there)" in result.failure.problems[0]
+
+
+def test_tier_a_measures_and_fails_only_against_its_baseline():
+    stale = load_candidate(f"{BROKEN}:stale_cache")
+    first = check_decoder(stale, tier="A", max_examples=30, **DUAL)
+    assert first.passed and first.failure is None and first.metrics["cases"] == 30
+    assert first.metrics["exact_or_tie"] < 30  # the stale cache differs on some cases, reported not failed
+    again = check_decoder(stale, tier="A", max_examples=30, baseline=first.metrics, **DUAL)
+    assert again.passed
+    better = dict(first.metrics, exact_or_tie=30)
+    assert not check_decoder(stale, tier="A", max_examples=30, baseline=better, **DUAL).passed
+
+
+def test_bad_arguments_of_check_decoder():
+    generate = load_candidate(f"{EXAMPLE}:generate")
+    for kwargs, message in (({"tier": "S"}, "tier"), ({"max_examples": 0}, "max_examples"),
+                            ({"numeric_error": float("nan")}, "numeric_error"), ({"ties": "highest"}, "ties"),
+                            ({"against": "vllm"}, "against must be"), ({"model": "tiny-dream"}, "LLaDA")):
+        with pytest.raises(ValueError, match=message):
+            check_decoder(generate, **{**DUAL, **kwargs})
+    with pytest.raises(CandidateError, match="positionally"):
+        check_decoder(lambda model: None, **DUAL)
+
+
+def test_recording_places_a_prompt_mask_at_the_refresh_that_decided_it():
+    """A dual-cache decoder's cached calls show only the block: a prompt mask committed by the block's full
+    refresh is placed at that refresh, not at the next call that shows it."""
+    model = check_model("tiny-llada")
+    generate = load_candidate(f"{EXAMPLE}:generate")
+    placed = []
+    for seed in range(12):
+        recording = RecordingModel(model)
+        prompt = torch.randint(0, 90, (1, 3), generator=torch.Generator().manual_seed(seed))
+        prompt[0, 1] = model.special.mask_id
+        canvas, _ = generate(FastDLLMConvention(recording), prompt, steps=4, gen_length=4, block_length=2,
+                             mask_id=model.special.mask_id)
+        steps = [i for i, step in enumerate(recording.trace(canvas, 3).steps) if 1 in step.positions[0]]
+        if steps:
+            placed.append(recording.calls[steps[0]].kind)
+    assert len(placed) >= 6 and set(placed) == {"full"}, placed
+
+
+# ------------------------------------------------------------------ the pytest plugin
+def test_the_plugin_checks_a_decoder_in_five_lines(veridec_check, tiny_llada, adapt):
+    """What a user writes (README, "Verify your own decoder"); the fixtures come from the pytest11 entry point."""
+    generate = load_candidate(f"{EXAMPLE}:generate")
+    veridec_check(generate, against="fastdllm", cache="dual", model=tiny_llada, max_examples=20)
+    assert adapt(tiny_llada, "fastdllm").config.mask_token_id == tiny_llada.special.mask_id
+    with pytest.raises(AssertionError, match="veridec check: FAIL"):
+        veridec_check(load_candidate(f"{BROKEN}:one_too_many"), against="fastdllm", cache="dual", model=tiny_llada)

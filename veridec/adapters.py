@@ -1,0 +1,198 @@
+"""Any veridec model behind the calling conventions of the official code, so that a decoder written against
+LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded checkpoints and oracle models
+(spec/models.md M7).
+
+    LLaDAConvention(model)(x, attention_mask=None).logits        # LLaDA generate.py, Fast-dLLM's no-cache loop
+    FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
+    DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
+
+``adapt(model, convention)`` picks one by name. Every adapter has ``device``, ``dtype`` and ``config``
+(``mask_token_id``, ``pad_token_id``, ``max_position_embeddings``, ``vocab_size``), and passes any other
+attribute through to the model (``special``, ``tokenizer`` ...). Wrap a ``veridec.recording.RecordingModel``
+to log what the decoder asks for: the adapters reach the model only through its recorded methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+
+from .models import KVCache
+
+CONVENTIONS = ("llada", "fastdllm", "dream")
+
+
+@dataclass
+class ConventionOutput:
+    """What the official modellings return: ``.logits`` and, with ``use_cache=True``, ``.past_key_values``."""
+
+    logits: torch.Tensor  # [B, Q, V]
+    past_key_values: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per layer (keys, values)
+
+
+class _Convention:
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        if name == "model":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(self.model, "dtype", torch.float32)
+
+    @property
+    def config(self):
+        special = self.model.special
+        return SimpleNamespace(mask_token_id=special.mask_id, pad_token_id=special.pad_id,
+                               eos_token_id=special.eos_id, max_position_embeddings=self.model.max_length,
+                               vocab_size=self.model.vocab_size)
+
+
+class LLaDAConvention(_Convention):
+    """``model(x, attention_mask=None).logits`` [B, L, V], token i scored at position i (any family: Dream's
+    shift is undone, spec M3). ``padding="honour"`` (default) applies the attention mask as veridec does;
+    ``padding="ignore"`` drops it, as the official LLaDA modelling does (spec SQ1.8, golden data)."""
+
+    def __init__(self, model, padding: str = "honour"):
+        super().__init__(model)
+        if padding not in ("honour", "ignore"):
+            raise ValueError(f"padding must be 'honour' or 'ignore', got {padding!r}")
+        self.padding = padding
+
+    def __call__(self, x, attention_mask=None):
+        mask = attention_mask if self.padding == "honour" else None
+        return ConventionOutput(self.model(x, attention_mask=mask).logits)
+
+
+class FastDLLMConvention(_Convention):
+    """The cache protocol of Fast-dLLM's LLaDA modelling (NVlabs/Fast-dLLM ``llada/model/modeling_llada.py``):
+
+    - ``model(x, use_cache=True)``: a full forward; ``past_key_values`` holds every layer's (keys, values),
+      each [B, Hkv, L, D];
+    - ``model(x, past_key_values=prefix, use_cache=...)``: ``x`` [B, Q] continues after the cached prefix of
+      length C (positions C .. C+Q-1), attending to the prefix and to itself; with ``use_cache=True``
+      ``past_key_values`` is the prefix followed by x's entries ([B, Hkv, C+Q, D]);
+    - ``model(x, past_key_values=full, use_cache=True, replace_position=mask)``: ``mask`` [B, L] bool marks one
+      contiguous run of Q positions (the same in every row); x's keys and values are written into the given
+      tensors *in place* there, and x attends to all L entries.
+
+    Stored keys are veridec's (rotated); shapes and in-place writes are the official ones. A padded canvas's
+    attention mask is taken at the last ``use_cache=True`` full call and applies to the cached calls after it
+    (the official modelling ignores attention masks; calls with one honour it here). LLaDA layout only
+    (logit shift 0): Fast-dLLM's Dream code speaks the Dream convention.
+    """
+
+    def __init__(self, model):
+        super().__init__(model)
+        if getattr(model, "logit_shift", 0) != 0:
+            raise ValueError("the fastdllm convention is LLaDA's (logit shift 0); use convention='dream' for "
+                             "a Dream-layout model")
+        self._key_mask = None  # [B, L] bool of the last use_cache=True full call
+
+    def __call__(self, x, attention_mask=None, past_key_values=None, use_cache=False, replace_position=None):
+        if past_key_values is None:
+            if replace_position is not None:
+                raise ValueError("replace_position needs past_key_values (the cache it writes into)")
+            return self._full(x, attention_mask, use_cache)
+        if attention_mask is not None:
+            raise ValueError("attention_mask: a cached call takes the padding of the full call that made the "
+                             "cache; pass it there")
+        layers = [tuple(layer) for layer in past_key_values]
+        if replace_position is None:
+            return self._continue(x, layers, use_cache)
+        return self._replace(x, layers, replace_position)
+
+    def _full(self, x, attention_mask, use_cache):
+        if not use_cache:
+            return ConventionOutput(self.model(x, attention_mask=attention_mask).logits)
+        out, cache = self.model.prefill(x, attention_mask)
+        self._key_mask = cache.key_mask
+        return ConventionOutput(out.logits, list(zip(cache.keys, cache.values)))
+
+    def _padding(self, batch: int, length: int):
+        """(key_mask [B, length], rope_offset [B]) of the cached canvas's first ``length`` positions."""
+        device = self.model.device
+        if self._key_mask is None or self._key_mask.shape[0] != batch or self._key_mask.shape[1] < length:
+            mask = torch.ones(batch, length, dtype=torch.bool, device=device)
+        else:
+            mask = self._key_mask[:, :length]
+        return mask, (~mask).sum(dim=1)
+
+    def _continue(self, x, layers, use_cache):
+        batch, _, cached, _ = layers[0][0].shape
+        queries = x.shape[1]
+        grow = lambda t: torch.cat([t, t.new_zeros(*t.shape[:2], queries, t.shape[3])], dim=2)  # [B, Hkv, C+Q, D]
+        prefix_mask, offset = self._padding(batch, cached)
+        key_mask = torch.cat([prefix_mask, torch.ones_like(x, dtype=torch.bool)], dim=1)  # [B, C+Q]
+        cache = KVCache([grow(k) for k, _ in layers], [grow(v) for _, v in layers], key_mask, offset)
+        positions = torch.arange(cached, cached + queries, device=x.device).expand(batch, -1)  # [B, Q]
+        logits = self.model.forward_cached(x, positions, cache).logits
+        return ConventionOutput(logits, list(zip(cache.keys, cache.values)) if use_cache else None)
+
+    def _replace(self, x, layers, replace_position):
+        batch, _, length, _ = layers[0][0].shape
+        positions = _replaced_run(replace_position, batch, length, x.shape[1])  # [Q]
+        key_mask, offset = self._padding(batch, length)
+        cache = KVCache([k for k, _ in layers], [v for _, v in layers], key_mask, offset)  # written in place
+        logits = self.model.forward_cached(x, positions.expand(batch, -1), cache).logits
+        return ConventionOutput(logits, layers)
+
+
+def _replaced_run(replace_position: torch.Tensor, batch: int, length: int, queries: int) -> torch.Tensor:
+    """The positions [Q] ``replace_position`` [B, L] marks, checked to be one run, the same in every row."""
+    if tuple(replace_position.shape) != (batch, length):
+        raise ValueError(f"replace_position must be [B, L] = [{batch}, {length}] like the cache, got "
+                         f"{tuple(replace_position.shape)}")
+    marks = replace_position.bool()
+    if not (marks == marks[:1]).all():
+        raise ValueError("replace_position must mark the same positions in every row")
+    positions = marks[0].nonzero().flatten()
+    if positions.numel() != queries:
+        raise ValueError(f"replace_position marks {positions.numel()} positions, x has {queries}")
+    if queries and positions[-1] - positions[0] + 1 != queries:
+        raise ValueError("replace_position must mark one contiguous run (the official modelling places the "
+                         "queries at the run that ends at its last mark)")
+    return positions
+
+
+class DreamConvention(_Convention):
+    """Dream's modelling as ``diffusion_generate`` calls it: ``model(x, attention_mask, tok_idx).logits`` are
+    *raw*, position j scoring token j + 1 (the caller shifts them). ``attention_mask`` is None, ``"full"`` or
+    the official [B, 1, L, L] mask (row b's real positions attending to each other); ``tok_idx`` [B, L] are the
+    RoPE positions (default 0 .. L-1). Dream layout only (logit shift 1)."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        if getattr(model, "logit_shift", 1) != 1 or not hasattr(model, "raw_forward"):
+            raise ValueError("the dream convention needs a Dream-layout transformer (logit shift 1)")
+
+    def __call__(self, x, attention_mask=None, tok_idx=None):
+        if attention_mask is None or isinstance(attention_mask, str):
+            if attention_mask not in (None, "full"):
+                raise ValueError(f"attention_mask must be None, 'full' or a [B, 1, L, L] tensor, got "
+                                 f"{attention_mask!r}")
+            keys = torch.ones_like(x, dtype=torch.bool)  # [B, L]
+        elif attention_mask.dim() == 4 and tuple(attention_mask.shape[2:]) == (x.shape[1], x.shape[1]):
+            keys = attention_mask[:, 0].bool().any(dim=1)  # [B, L]: a key any query may attend to
+        else:
+            raise ValueError(f"attention_mask must be [B, 1, L, L] with L = {x.shape[1]}, got "
+                             f"{tuple(attention_mask.shape)}")
+        positions = torch.arange(x.shape[1], device=x.device).expand_as(x) if tok_idx is None else tok_idx
+        return ConventionOutput(self.model.raw_forward(x, positions, key_mask=keys).logits)
+
+
+def adapt(model, convention: str):
+    """``model`` behind the named convention: "llada", "fastdllm" or "dream"."""
+    adapters = {"llada": LLaDAConvention, "fastdllm": FastDLLMConvention, "dream": DreamConvention}
+    if convention not in adapters:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
+    return adapters[convention](model)
