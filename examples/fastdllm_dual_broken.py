@@ -1,5 +1,5 @@
 """Seven realistic one-line bugs of ``examples/fastdllm_dual.py``, each a decoder in the same calling convention.
-``veridec check`` must catch every one (tests/test_check.py; trials to detection in benchmarks/check-examples.md):
+``veridec check`` must catch every one (tests/test_check.py prints each one's cases to detection):
 
     veridec check examples/fastdllm_dual_broken.py:strict_threshold --against fastdllm --cache dual --model tiny-llada
 """

@@ -8,9 +8,9 @@ on the same scale as ours.
     proxy.trace(canvas, prompt_length=prompt.shape[1])    # which masks became which tokens between calls
 
 Each call is logged with what it was fed: a full forward or a prefill (the whole canvas), or a cached forward
-(its positions and tokens, and whether it writes the cache). Between two calls that show the canvas, the masks
-that became tokens are one step's commits; the final canvas closes the last step. A cached call shows the
-canvas only at the positions it is fed, which holds the decoders' windows (the block, or everything from it);
+(its positions and tokens, and whether it writes the cache). A commit belongs to the step of the last call that
+showed its position still masked; the final canvas closes the last step. A cached call shows the canvas only
+at the positions it is fed, which holds the decoders' windows (the block, or everything from it);
 read-only calls (``write=False``) and full calls over another batch show hypothetical states (packed or stacked
 drafts), so a decoder that makes them is measured by its counters only.
 """
