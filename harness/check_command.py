@@ -25,7 +25,7 @@ def add_parser(commands) -> None:
     chk.add_argument("--model", default=None,
                      help="default | hmm | tiny-llada | tiny-dream | a model folder (default: default, or tiny-dream "
                           "for dream)")
-    chk.add_argument("--trials", type=integer(1, 100_000), default=100, help="cases to draw")
+    chk.add_argument("--trials", type=integer(1, 100_000), default=200, help="cases to draw")
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
