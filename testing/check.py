@@ -22,11 +22,13 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import HypothesisException
 
 from veridec.adapters import adapt
+from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
 from veridec.recording import CallLimitExceeded, RecordingModel
 
 from .candidates import CandidateError, call_candidate, fit_candidate
 from .models import check_model
+from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .strategies import cases
 from .targets import Target, target
 
@@ -63,32 +65,31 @@ class CaseOutcome:
 def run_case(candidate: Callable, fit, goal: Target, model, case: dict, convention: str,
              numeric_error: float = 0.0, ties: str = "lowest") -> CaseOutcome:
     """Run both sides on ``case`` and compare them (see the module docstring)."""
-    case = resolve_case(case, model, goal)
     prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
     mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    try:
+        case = resolve_case(case, model, prompt, mask)
+    except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
+        return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     ours = _run_target(goal, model, prompt, mask, case, convention, ties)
     if ours.error is not None:
         return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
     limit = 2 * ours.counters.model_calls + CALL_SLACK
-    theirs = _run_foreign(candidate, fit, goal, model, prompt, mask, case, convention, limit)
+    theirs = _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit)
     outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
-    _compare(outcome, model, prompt.shape[1], numeric_error)
+    _compare(outcome, model, prompt, mask, numeric_error)
     return outcome
 
 
-def resolve_case(case: dict, model, goal: Target) -> dict:
+def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
     """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the r-th
     highest max-probability over the first block's masked positions, from a full forward of the initial
-    canvas, in float64."""
-    threshold = case["settings"].get("threshold")
+    canvas, in float64. ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
+    settings = case["settings"]
+    threshold = settings.get("threshold")
     if not isinstance(threshold, dict):
         return case
-    settings = case["settings"]
-    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
-    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
-    canvas = torch.cat([prompt, torch.full((prompt.shape[0], settings["gen_length"]), model.special.mask_id,
-                                           device=model.device)], dim=1)  # [B, P + G]
-    full_mask = None if mask is None else torch.cat([mask, torch.ones_like(canvas[:, prompt.shape[1]:])], dim=1)
+    canvas, full_mask = initial_canvas(model, prompt, mask, settings["gen_length"], model.special.mask_id)
     with torch.no_grad():
         logits = model(canvas, attention_mask=full_mask).logits[0]  # [L, V] row 0
     end = prompt.shape[1] + settings["block_length"]
@@ -99,34 +100,34 @@ def resolve_case(case: dict, model, goal: Target) -> dict:
 
 
 def _run_target(goal: Target, model, prompt, mask, case, convention, ties: str) -> Side:
-    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
     torch.manual_seed(case["seed"])
     try:
-        if goal.veridec:
-            decoded = goal.decode(model, prompt, mask, ties, **settings)
-            return Side(decoded.canvas, decoded.trace, decoded.trace.counters)
-        recording = RecordingModel(model)
-        fit = fit_candidate(goal.decode, goal)
-        tokens, nfe = call_candidate(goal.decode, fit, adapt(recording, convention), prompt, mask, settings,
-                                     goal.mask_name, model.special.mask_id)
-        return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe)
+        if not goal.veridec:
+            return _run_foreign(goal.decode, goal.fit, goal, RecordingModel(model), prompt, mask, case, convention)
+        decoded = goal.decode(model, prompt, mask, ties, **goal.settings_of(case))
+        return Side(decoded.canvas, decoded.trace, decoded.trace.counters)
     except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
         return Side(error=f"{type(err).__name__}: {err}")
 
 
-def _run_foreign(candidate, fit, goal, model, prompt, mask, case, convention, limit: int) -> Side:
+def _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int) -> Side:
     recording = RecordingModel(model, limit=limit)
-    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
     torch.manual_seed(case["seed"])
     try:
-        tokens, nfe = call_candidate(candidate, fit, adapt(recording, convention), prompt, mask, settings,
-                                     goal.mask_name, model.special.mask_id)
+        return _run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
     except CallLimitExceeded:
         return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
     except CandidateError as err:
         return Side(counters=recording.counters(), error=str(err))
     except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
         return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
+
+
+def _run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
+    """A decoder written elsewhere, on the recorded model behind ``convention``."""
+    model = recording.model
+    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, goal.settings_of(case),
+                                 goal.mask_name, model.special.mask_id)
     return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe)
 
 
@@ -137,8 +138,9 @@ def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model
         return None
 
 
-def _compare(outcome: CaseOutcome, model, prompt_length: int, numeric_error: float) -> None:
+def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
     ours, theirs, problems = outcome.target, outcome.candidate, outcome.problems
+    prompt_length = prompt.shape[1]
     if theirs.error is not None:
         problems.append(f"the candidate failed: {theirs.error}")
         outcome.verdict = "diverged"
@@ -158,7 +160,7 @@ def _compare(outcome: CaseOutcome, model, prompt_length: int, numeric_error: flo
         if divergence is not None:
             tie = divergence.tie and numeric_error > 0
             outcome.divergence = divergence
-            outcome.diagnosis = diagnose(model, ours, divergence, outcome.case["attention_mask"])
+            outcome.diagnosis = diagnose(model, ours, divergence, prompt, mask)
             if not tie:
                 problems.append(f"commit order differs from step {divergence.step} (row {divergence.row}, "
                                 f"position {divergence.position})")
@@ -191,17 +193,15 @@ def _compare_costs(ours: Side, theirs: Side, problems: list[str]) -> None:
         problems.append(f"the candidate reports nfe={theirs.nfe} but made {b['model_calls']} model calls")
 
 
-def diagnose(model, ours: Side, divergence: Divergence, prompt_mask: list | None) -> dict:
+def diagnose(model, ours: Side, divergence: Divergence, prompt, mask) -> dict:
     """What decided the first divergent step, as a full forward of the canvas before it sees it: each side's
     token at the position with its probability, and the logit margin (top1 - top2) there."""
     step = divergence.step
+    length = ours.canvas.shape[1]
+    _, full_mask = initial_canvas(model, prompt, mask, length - prompt.shape[1], model.special.mask_id)
     canvas = _canvas_before(ours.canvas, ours.trace, step, model.special.mask_id).to(model.device)  # [B, L]
-    mask = None
-    if prompt_mask is not None:
-        mask = torch.ones_like(canvas)
-        mask[:, : len(prompt_mask[0])] = torch.tensor(prompt_mask, device=canvas.device)
     with torch.no_grad():
-        logits = model(canvas, attention_mask=mask).logits[divergence.row, divergence.position].double().cpu()
+        logits = model(canvas, attention_mask=full_mask).logits[divergence.row, divergence.position].double().cpu()
     probabilities = logits.softmax(-1)
     top = logits.topk(2).values
     token = lambda t: None if t is None else {"token": t, "probability": probabilities[t].item()}
@@ -212,11 +212,11 @@ def diagnose(model, ours: Side, divergence: Divergence, prompt_mask: list | None
 
 
 def _canvas_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch.Tensor:
+    """The final canvas [B, L] with every commit of ``step`` and later masked again."""
     canvas = final.detach().cpu().clone()
-    for index, record in enumerate(trace.steps):
+    for record in trace.steps[step:]:
         for row, positions in enumerate(record.positions):
-            if index >= step:
-                canvas[row, positions] = mask_id
+            canvas[row, positions] = mask_id
     return canvas
 
 
@@ -245,13 +245,9 @@ class CheckResult:
     module: str | None = None  # the candidate's module otherwise
 
     def to_dict(self) -> dict:
-        from .report import result_dict
-
         return result_dict(self)
 
     def markdown(self) -> str:
-        from .report import markdown
-
         return markdown(self)
 
 
@@ -297,8 +293,6 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     if tier == "A":
         _judge_against_baseline(result, baseline)
     if result.failure is not None:
-        from .report import reproducer_command, reproducer_snippet
-
         result.reproducer = reproducer_snippet(result, goal, fit, model_name)
         result.command = reproducer_command(result, against, model_name, cache)
     return result

@@ -63,11 +63,10 @@ def _diagnosis_lines(diagnosis: dict) -> list[str]:
 def reproducer_snippet(result, goal, fit, model_name: str) -> str:
     """Python that reruns the failing case on both sides and prints both canvases."""
     case = result.failure.case
-    settings = {name: value for name, value in case["settings"].items() if name in goal.settings}
-    arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+    arguments = ", ".join(f"{name}={value!r}" for name, value in goal.settings_of(case).items())
     load = (f'candidate = load_candidate("{result.source}")' if result.source else
             f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
-    name = goal.call.rsplit(".", 1)[1]
+    module, name = goal.call.rsplit(".", 1)
     ours = (f"{name}(model, prompt, attention_mask, ties={result.ties!r}, {goal.fixed}{arguments}).canvas"
             if goal.veridec else f"reference(adapt(model, {result.convention!r}), prompt, {arguments})")
     extra = ", attention_mask=attention_mask" if case["attention_mask"] is not None else ""
@@ -77,7 +76,7 @@ def reproducer_snippet(result, goal, fit, model_name: str) -> str:
         "import torch",
         "from veridec.adapters import adapt",
         "from veridec.testing import check_model, load_candidate",
-        f"from {goal.call.rsplit('.', 1)[0]} import {goal.call.rsplit('.', 1)[1]}" if goal.veridec else
+        f"from {module} import {name}" if goal.veridec else
         "# reference = the callable you passed as against= (define it here)",
         f"model = check_model({model_name!r})",
         load,

@@ -18,6 +18,7 @@ from veridec.reference import fastdllm as fastdllm_reference
 
 CACHES = ("none", "prefix", "dual")
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
+FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k")
 
 
@@ -32,6 +33,11 @@ class Target:
     veridec: bool = True  # returns a Decoded with a trace (else tokens, or (tokens, nfe))
     call: str = ""  # how the reproducer calls it
     fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
+    fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
+
+    def settings_of(self, case: dict) -> dict:
+        """The case's settings this target understands (both sides get these; a candidate those it names)."""
+        return {name: value for name, value in case["settings"].items() if name in self.settings}
 
 
 def _veridec(decoder, **fixed):
@@ -44,12 +50,12 @@ TARGETS = {
                               (*BLOCK_SETTINGS, "cfg_scale", "logits_eos_inf", "confidence_eos_eot_inf"),
                               call="veridec.reference.llada.generate"),
     ("fastdllm", "none"): Target("fastdllm", "llada", _veridec(fastdllm_reference.generate),
-                                 (*BLOCK_SETTINGS, "threshold", "factor"), call="veridec.reference.fastdllm.generate"),
+                                 FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate"),
     ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm", _veridec(fast.generate_with_prefix_cache),
-                                   (*BLOCK_SETTINGS, "threshold", "factor"),
+                                   FASTDLLM_SETTINGS,
                                    call="veridec.optimized.fastdllm.generate_with_prefix_cache"),
     ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache),
-                                 (*BLOCK_SETTINGS, "threshold", "factor"),
+                                 FASTDLLM_SETTINGS,
                                  call="veridec.optimized.fastdllm.generate_with_dual_cache"),
     ("fastdllm-2025-06", "none"): Target("fastdllm-2025-06", "llada", _veridec(fastdllm_reference.generate),
                                          (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate"),
@@ -99,4 +105,4 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
     settings = tuple(name for name in template.settings if fit.takes(name))
     name = getattr(decoder, "__qualname__", repr(decoder))
     return Target(name, convention, decoder, settings, template.mask_name, template.length_name, veridec=False,
-                  call=f"{getattr(decoder, '__module__', '?')}.{name}")
+                  call=f"{getattr(decoder, '__module__', '?')}.{name}", fit=fit)

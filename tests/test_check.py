@@ -261,3 +261,13 @@ def test_the_plugin_checks_a_decoder_in_five_lines(veridec_check, tiny_llada, ad
     assert adapt(tiny_llada, "fastdllm").config.mask_token_id == tiny_llada.special.mask_id
     with pytest.raises(AssertionError, match="veridec check: FAIL"):
         veridec_check(load_candidate(f"{BROKEN}:one_too_many"), against="fastdllm", cache="dual", model=tiny_llada)
+
+
+def test_a_callable_reference_in_a_convention():
+    """``against`` may be the user's own decoder: run through the same adapter and recording as the candidate."""
+    good, bad = load_candidate(f"{EXAMPLE}:generate"), load_candidate(f"{BROKEN}:one_too_many")
+    assert check_decoder(good, good, convention="fastdllm", model="tiny-llada", max_examples=20).passed
+    result = check_decoder(bad, good, convention="fastdllm", model="tiny-llada", max_examples=50)
+    assert not result.passed and "define it here" in result.reproducer
+    with pytest.raises(ValueError, match="needs its calling convention"):
+        check_decoder(bad, good, model="tiny-llada")

@@ -489,13 +489,9 @@ def test_llada_step_matches_the_oracle(case):
 
 
 # ==================================================================================== LLaDA: whole decodes
-@st.composite
-def llada_decodes(draw):
-    """Knobs come from a drawn seed (uniform over the choices: hypothesis' own choices, derandomized, crowd on the
-    first option); prompts, padding and prompt masks from hypothesis."""
-    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    name = rng.choice(["llada64", "llada64", "hmm"])
-    m = model(name)
+def padded_prompts(draw, rng, m):
+    """One or two left-padded prompt rows of 1 to 4 symbols: (prompt [B, W], attention [B, W], lengths, whether
+    the attention mask is passed: always when the lengths differ)."""
     batch = rng.randint(1, 2)
     lengths = draw(st.lists(st.integers(1, 4), min_size=batch, max_size=batch))
     with_mask = len(set(lengths)) > 1 or draw(st.booleans())
@@ -503,7 +499,18 @@ def llada_decodes(draw):
     width = max(lengths)
     prompt = torch.randint(0, symbols(m), (batch, width), generator=g)
     attention = (torch.arange(width)[None] >= (width - torch.tensor(lengths))[:, None]).long()
-    prompt = prompt.masked_fill(attention == 0, 0)
+    return prompt.masked_fill(attention == 0, 0), attention, lengths, with_mask
+
+
+@st.composite
+def llada_decodes(draw):
+    """Knobs come from a drawn seed (uniform over the choices: hypothesis' own choices, derandomized, crowd on the
+    first option); prompts, padding and prompt masks from hypothesis."""
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    name = rng.choice(["llada64", "llada64", "hmm"])
+    m = model(name)
+    prompt, attention, _, with_mask = padded_prompts(draw, rng, m)
+    batch, width = prompt.shape
     for b in draw(st.lists(st.integers(0, batch - 1), max_size=1)):  # a mask inside the prompt (infilling)
         prompt[b, width - 1] = m.special.mask_id
     blocks, block_length = rng.randint(1, 2), rng.randint(1, 4)
@@ -824,14 +831,8 @@ def dream_decodes(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     name = rng.choice(["dream64", "dream64", "hmm"])
     m = model(name)
-    batch = rng.randint(1, 2)
-    lengths = draw(st.lists(st.integers(1, 4), min_size=batch, max_size=batch))
-    with_mask = len(set(lengths)) > 1 or draw(st.booleans())
-    g = torch.Generator().manual_seed(rng.randrange(2**31))
-    width = max(lengths)
-    prompt = torch.randint(0, symbols(m), (batch, width), generator=g)
-    attention = (torch.arange(width)[None] >= (width - torch.tensor(lengths))[:, None]).long()
-    prompt = prompt.masked_fill(attention == 0, 0)
+    prompt, attention, lengths, with_mask = padded_prompts(draw, rng, m)
+    batch, width = prompt.shape
     for b in draw(st.lists(st.integers(0, batch - 1), max_size=1)):
         if lengths[b] > 1:  # a prompt made only of the mask token is refused (spec SQ0.6)
             prompt[b, width - 1] = m.special.mask_id

@@ -114,7 +114,8 @@ class RecordingModel:
         for index, call in enumerate(self.calls[1:] + [closing], start=1):
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
-            step_of[(seen == mask_id) & (now != mask_id)] = last_masked[(seen == mask_id) & (now != mask_id)]
+            committed = (seen == mask_id) & (now != mask_id)  # [B, L] commits this call shows
+            step_of[committed] = last_masked[committed]
             shown_masked = torch.zeros_like(now, dtype=torch.bool).scatter_(1, call.positions, call.tokens == mask_id)
             last_masked[shown_masked] = index
             seen = now

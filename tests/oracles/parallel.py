@@ -1011,27 +1011,9 @@ def step_details(
     return out
 
 
-def step(
-    rule,
-    logits,
-    canvas,
-    candidates,
-    *,
-    temperature=0.0,
-    remasking="low_confidence",
-    gumbel_uniforms=None,
-    remask_uniforms=None,
-    block_step=0,
-    block_masks_at_start=None,
-    block_masks=None,
-    block_length=1,
-    dependency=None,
-    state=None,
-    offset=0,
-    mask_id=None,
-    exact=False,
-):
-    """P1: one parallel decoding step; returns per row the commits in commit order.
+def step(rule, logits, canvas, candidates, **options):
+    """P1: one parallel decoding step; returns per row the commits in commit order. The keyword options and
+    their defaults are ``step_details``'s.
 
     rule: dict (see make_rule), e.g. {"rule": "threshold", "threshold": 0.9, "inclusive": True,
       "certified": False};
@@ -1047,25 +1029,7 @@ def step(
     -> [B] list of (position, token, score): canvas position, proposed token, the rule's ranking score
     (the confidence c; -H for EB-Sampler), in the rule's commit order.
     """
-    return step_details(
-        rule,
-        logits,
-        canvas,
-        candidates,
-        temperature=temperature,
-        remasking=remasking,
-        gumbel_uniforms=gumbel_uniforms,
-        remask_uniforms=remask_uniforms,
-        block_step=block_step,
-        block_masks_at_start=block_masks_at_start,
-        block_masks=block_masks,
-        block_length=block_length,
-        dependency=dependency,
-        state=state,
-        offset=offset,
-        mask_id=mask_id,
-        exact=exact,
-    )["commits"]
+    return step_details(rule, logits, canvas, candidates, **options)["commits"]
 
 
 def decoder_candidates(canvas, mask_id, block_end, attention_mask=None):
