@@ -418,6 +418,20 @@ def test_tokens_per_step_schedule_is_the_oracle_schedule(counts, k):
 
 
 # ======================================================================================= LLaDA: one step
+def masked_positions(draw, batch, length):
+    """Which positions of a [batch, length] canvas are masked: all, one per row, or any subset per row."""
+    pattern = draw(st.sampled_from(["all", "one", "some"]))
+    masked = torch.zeros(batch, length, dtype=torch.bool)
+    for b in range(batch):
+        if pattern == "all":
+            masked[b] = True
+        elif pattern == "one":
+            masked[b, draw(st.integers(0, length - 1))] = True
+        else:
+            masked[b] = torch.tensor(draw(st.lists(st.booleans(), min_size=length, max_size=length)))
+    return masked
+
+
 @st.composite
 def llada_step_cases(draw):
     batch, length, vocab = draw(st.integers(1, 2)), draw(st.integers(1, 6)), draw(st.sampled_from([2, 3, 4, 5, 7]))
@@ -445,15 +459,7 @@ def llada_step_cases(draw):
             logits[b, i, v] = NEG_INF
     for b, i in draw(st.lists(index, max_size=1)):
         logits[b, i] += 750.0  # exp overflows in the Gumbel score: ties at +inf go to the lowest id
-    pattern = draw(st.sampled_from(["all", "one", "some"]))
-    masked = torch.zeros(batch, length, dtype=torch.bool)
-    for b in range(batch):
-        if pattern == "all":
-            masked[b] = True
-        elif pattern == "one":
-            masked[b, draw(st.integers(0, length - 1))] = True
-        else:
-            masked[b] = torch.tensor(draw(st.lists(st.booleans(), min_size=length, max_size=length)))
+    masked = masked_positions(draw, batch, length)
     tokens = torch.tensor(ordinary)[torch.randint(0, len(ordinary), (batch, length), generator=g)]
     canvas = torch.where(masked, mask_id, tokens)
     block_end = draw(st.sampled_from([length, draw(st.integers(0, length))]))
@@ -655,15 +661,7 @@ def dream_step_cases(draw):
         logits[b, i, v] = logits[b, i].max()  # a tie for the argmax
     for (b, i), v in draw(st.lists(st.tuples(index, st.integers(1, vocab - 1)), max_size=3)):
         logits[b, i, v] = NEG_INF  # token 0 stays finite
-    pattern = draw(st.sampled_from(["all", "one", "some"]))
-    masked = torch.zeros(batch, length, dtype=torch.bool)
-    for b in range(batch):
-        if pattern == "all":
-            masked[b] = True
-        elif pattern == "one":
-            masked[b, draw(st.integers(0, length - 1))] = True
-        else:
-            masked[b] = torch.tensor(draw(st.lists(st.booleans(), min_size=length, max_size=length)))
+    masked = masked_positions(draw, batch, length)
     assume(bool(masked.any()))
     tokens = torch.tensor(ordinary)[torch.randint(0, len(ordinary), (batch, length), generator=g)]
     return dict(logits=logits.tolist(), canvas=torch.where(masked, mask_id, tokens).tolist(), mask_id=mask_id,
