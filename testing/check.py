@@ -82,9 +82,10 @@ def run_case(candidate: Callable, fit, goal: Target, model, case: dict, conventi
 
 
 def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
-    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the r-th
-    highest max-probability over the first block's masked positions, from a full forward of the initial
-    canvas, in float64. ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
+    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
+    max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
+    before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
+    fewer). ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
     settings = case["settings"]
     threshold = settings.get("threshold")
     if not isinstance(threshold, dict):

@@ -4,8 +4,8 @@ A case is plain JSON (``{"prompt", "attention_mask", "seed", "settings"}``), so 
 reproducer. Every choice lists its simplest value first, so shrinking moves towards one row, short prompts,
 one block, temperature 0 and the first alternative.
 
-``threshold`` may be drawn as ``{"at_confidence": r}``: the r-th highest confidence of the first step (spec
-FD2, computed from a full forward of the initial canvas), resolved to a number before the case runs, so that
+``threshold`` may be drawn as ``{"at_confidence": r}``, r = 1..3: the first step's confidence ranked r (0 =
+the highest; spec FD2, from a full forward of the initial canvas), resolved to a number before the case runs, so that
 a threshold comparison meets a confidence exactly equal to it (inclusive and strict rules differ only there).
 """
 

@@ -271,3 +271,21 @@ def test_a_callable_reference_in_a_convention():
     assert not result.passed and "define it here" in result.reproducer
     with pytest.raises(ValueError, match="needs its calling convention"):
         check_decoder(bad, good, model="tiny-llada")
+
+
+def test_a_threshold_drawn_at_a_confidence_is_that_confidence():
+    """EC2: {"at_confidence": r} becomes row 0's r-th (0-based) largest float64 max-probability over the masks
+    before the first block's end, recomputed here position by position."""
+    from veridec.testing.check import resolve_case
+
+    model = check_model("tiny-llada")
+    prompt = torch.tensor([[5, model.special.mask_id, 7], [9, 10, 11]])
+    canvas = torch.cat([prompt, torch.full((2, 6), model.special.mask_id)], dim=1)
+    logits = model(canvas).logits[0].double()  # [L, V]
+    masks = [i for i in range(3 + 3) if canvas[0, i] == model.special.mask_id]  # block 1 ends at 3 + 3
+    ranked = sorted((max(torch.softmax(logits[i], dim=-1).tolist()) for i in masks), reverse=True)
+    for r in (1, 2, 3, 9):
+        case = {"prompt": prompt.tolist(), "attention_mask": None, "seed": 0,
+                "settings": {"gen_length": 6, "block_length": 3, "threshold": {"at_confidence": r}}}
+        got = resolve_case(case, model, prompt, None)["settings"]["threshold"]
+        assert got == pytest.approx(ranked[min(r, len(ranked) - 1)], rel=0, abs=1e-15), r
