@@ -5,7 +5,7 @@
     result = general_certificate(analyse(joints))      # joints [N, V, ..., V], float64 or Fractions
     result.hypotheses, result.conclusion, result.slacks, result.violations
 
-Strategies for hypothesis live in ``veridec.proofs_checks.strategies`` (needs the test extra).
+Strategies for hypothesis live in ``veridec.proofs_checks.strategies`` (re-exported by veridec.testing.strategies).
 
 A bottom floor beside ``veridec``: it imports the shared floor (oracles, guidance for the GO1/GO2 measurements)
 and never the decoders (``veridec.reference``, ``veridec.optimized``) or the harness, which imports it.

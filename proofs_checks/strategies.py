@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the theorem checks, exported for users (needs ``hypothesis``, the test extra).
+"""Hypothesis strategies for the theorem checks, exported for users (also from veridec.testing.strategies).
 
     from hypothesis import given
     from veridec.proofs_checks.strategies import exact_joints

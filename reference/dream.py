@@ -50,9 +50,19 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
         result = dream_step(logits, x, step=step, timesteps=timesteps, params=params, mask_id=mask_id,
                             generator=generator)
         new_x = tokens_hook(step, result.x, logits)
-        record_step(trace, 0, x, new_x, mask_id, result.confidence, result.choice_logits, result.order, record_logits)
+        order = _with_hook_commits(result.order, result.x, new_x, mask_id)
+        record_step(trace, 0, x, new_x, mask_id, result.confidence, result.choice_logits, order, record_logits)
         x, step = new_x, step + 1
     return Decoded(x, trace)
+
+
+def _with_hook_commits(order: list[list[int]], sampled: torch.Tensor, hooked: torch.Tensor,
+                       mask_id: int) -> list[list[int]]:
+    """The rule's commit order per row, then the masks the tokens hook filled (ascending): they are this step's
+    commits too (spec SQ2.7). sampled / hooked [B, L]: the canvas before and after the hook."""
+    filled = (sampled == mask_id) & (hooked != mask_id)  # [B, L]
+    return [ranked + [p for p in row.nonzero().flatten().tolist() if p not in ranked]
+            for ranked, row in zip(order, filled)]
 
 
 def _total_length(prompt_len: int, max_length: int | None, max_new_tokens: int | None) -> int:

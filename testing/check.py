@@ -27,6 +27,7 @@ from veridec.compare import Divergence, compare_traces, token_match_rate
 from veridec.recording import CallLimitExceeded, RecordingModel
 
 from .candidates import CandidateError, call_candidate, fit_candidate
+from .hooks import live_hooks
 from .models import check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .strategies import cases
@@ -44,6 +45,8 @@ class Side:
     counters: object = None
     nfe: int | None = None
     error: str | None = None
+    logit_error: float | None = None  # tier A: its cached calls' largest logit error against full forwards
+    hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
 
 
 @dataclass
@@ -56,6 +59,7 @@ class CaseOutcome:
     target: Side = field(default_factory=Side)
     candidate: Side = field(default_factory=Side)
     token_match: float | None = None
+    commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
 
     @property
     def failed(self) -> bool:
@@ -63,8 +67,9 @@ class CaseOutcome:
 
 
 def run_case(candidate: Callable, fit, goal: Target, model, case: dict, convention: str,
-             numeric_error: float = 0.0, ties: str = "lowest") -> CaseOutcome:
-    """Run both sides on ``case`` and compare them (see the module docstring)."""
+             numeric_error: float = 0.0, ties: str = "lowest", measure_logits: bool = False) -> CaseOutcome:
+    """Run both sides on ``case`` and compare them (see the module docstring); ``measure_logits``: also the
+    candidate's logit error (tier A)."""
     prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
     mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
     try:
@@ -75,7 +80,7 @@ def run_case(candidate: Callable, fit, goal: Target, model, case: dict, conventi
     if ours.error is not None:
         return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
     limit = 2 * ours.counters.model_calls + CALL_SLACK
-    theirs = _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit)
+    theirs = _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit, measure_logits)
     outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
     _compare(outcome, model, prompt, mask, numeric_error)
     return outcome
@@ -105,17 +110,22 @@ def _run_target(goal: Target, model, prompt, mask, case, convention, ties: str) 
     try:
         if not goal.veridec:
             return _run_foreign(goal.decode, goal.fit, goal, RecordingModel(model), prompt, mask, case, convention)
-        decoded = goal.decode(model, prompt, mask, ties, **goal.settings_of(case))
-        return Side(decoded.canvas, decoded.trace, decoded.trace.counters)
+        settings, hook_calls = live_hooks(goal.settings_of(case))
+        decoded = goal.decode(model, prompt, mask, ties, **settings)
+        return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
     except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
         return Side(error=f"{type(err).__name__}: {err}")
 
 
-def _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int) -> Side:
-    recording = RecordingModel(model, limit=limit)
+def _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int,
+                   measure_logits: bool = False) -> Side:
+    recording = RecordingModel(model, limit=limit, keep_logits=measure_logits)
     torch.manual_seed(case["seed"])
     try:
-        return _run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
+        side = _run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
+        if measure_logits and side.trace is not None:  # the trace places the commits the errors need
+            side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
+        return side
     except CallLimitExceeded:
         return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
     except CandidateError as err:
@@ -127,9 +137,11 @@ def _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, 
 def _run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
     """A decoder written elsewhere, on the recorded model behind ``convention``."""
     model = recording.model
-    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, goal.settings_of(case),
-                                 goal.mask_name, model.special.mask_id)
-    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe)
+    settings, hook_calls = live_hooks(goal.settings_of(case))
+    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, settings, goal.mask_name,
+                                 model.special.mask_id)
+    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe,
+                hook_calls=hook_calls)
 
 
 def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model):
@@ -158,6 +170,7 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
     if theirs.trace is not None and ours.trace is not None:
         comparison = compare_traces(ours.trace, theirs.trace, numeric_error=numeric_error)
         divergence = comparison.first_divergence
+        outcome.commit_order_match = comparison.commit_order_match_rate
         if divergence is not None:
             tie = divergence.tie and numeric_error > 0
             outcome.divergence = divergence
@@ -171,7 +184,16 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
                         f"{int(ours.canvas[row, position])}, candidate {int(canvas[row, position])}; token match "
                         f"{outcome.token_match:.3f})")
     _compare_costs(ours, theirs, problems)
+    if ours.hook_calls != theirs.hook_calls:
+        problems.append(f"Dream's hooks were called differently: target {_hook_steps(ours)}, candidate "
+                        f"{_hook_steps(theirs)}")
     outcome.verdict = "diverged" if problems else ("tie" if tie else "exact")
+
+
+def _hook_steps(side: Side) -> str:
+    """The hook calls as ``tokens@None logits@0 tokens@0 ...`` (at most 12)."""
+    calls = [f"{name.split('_')[1]}@{step}" for name, step, _ in side.hook_calls]
+    return " ".join(calls[:12]) + (f" ... ({len(calls)} calls)" if len(calls) > 12 else "")
 
 
 def _full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
@@ -261,9 +283,10 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     callable in ``convention``) on ``max_examples`` drawn cases. ``model``: a name (default, hmm, tiny-llada,
     tiny-dream), a model folder, or a model object. ``settings``: a dict (or a strategy of dicts) of settings
     held fixed. ``max_batch`` / ``padding``: what the candidate supports (padding defaults to whether it takes
-    an ``attention_mask``). Tier "E" fails on the first divergence and shrinks it; tier "A" measures token
-    match, commit-order match and counters over all cases and fails only against ``baseline`` (a previous
-    result's ``metrics``). Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
+    an ``attention_mask``). Tier "E" fails on the first divergence and shrinks it; tier "A" runs every case and
+    measures (``case_metrics``) the exact rate, token and commit-order match, the logit error of the candidate's
+    cached calls and both sides' counters, failing only where worse than ``baseline`` (a previous ``metrics``).
+    Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     if tier not in ("E", "A"):
         raise ValueError(f"tier must be 'E' or 'A', got {tier!r}")
     if ties not in ("lowest", "torch"):
@@ -285,7 +308,7 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None),
                          module=getattr(candidate, "__module__", None))
-    run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties)
+    run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties, tier == "A")
     with torch.no_grad():
         if case is None:
             _search(run_one, strategy, result, max_examples, progress)
@@ -308,7 +331,7 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
     from tqdm.auto import tqdm
 
     bar = tqdm(total=max_examples, desc=f"check {result.candidate}", disable=not progress, unit="case")
-    failures, token_matches, exact = [], [], []
+    failures, counted = [], []
 
     @hypothesis_settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
                          verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck), print_blob=False,
@@ -324,8 +347,7 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
             result.trials += 1
             bar.update(1)
             result.numeric_ties += outcome.verdict == "tie"
-            token_matches.append(outcome.token_match if outcome.token_match is not None else 0.0)
-            exact.append(outcome.verdict in ("exact", "tie"))
+            counted.append(outcome)
         if outcome.failed and result.tier == "E":
             failures.append(outcome)
             raise AssertionError("; ".join(outcome.problems))
@@ -343,8 +365,28 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
         result.passed, result.trials_to_detection = False, result.trials
         result.failure = failures[-1]  # Hypothesis replays the shrunk case last
         result.first_failing_case = failures[0].case
-    result.metrics = {"cases": len(exact), "exact_or_tie": sum(exact),
-                      "mean_token_match": sum(token_matches) / len(token_matches) if token_matches else None}
+    result.metrics = case_metrics(counted)
+
+
+COST_FIELDS = ("model_calls", "full_forwards", "query_positions")
+LOWER_IS_WORSE = ("exact_rate", "mean_token_match", "commit_order_match")
+HIGHER_IS_WORSE = ("max_logit_error", *(f"candidate_{name}" for name in COST_FIELDS))
+
+
+def case_metrics(outcomes: list[CaseOutcome]) -> dict:
+    """Tier A's measures over the cases run (spec EC3): the share exact (or a numeric tie), the mean token match,
+    the mean commit-order match (share of rows), the largest logit error of the candidate's cached calls against
+    full forwards (None: it made none, or it was not measured), and each side's mean counters (N8)."""
+    mean = lambda values: sum(values) / len(values) if values else None
+    orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
+    errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
+    metrics = {"cases": len(outcomes), "exact_rate": mean([o.verdict in ("exact", "tie") for o in outcomes]),
+               "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
+               "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None)}
+    for side in ("target", "candidate"):
+        counters = [getattr(o, side).counters for o in outcomes if getattr(o, side).counters is not None]
+        metrics.update({f"{side}_{name}": mean([getattr(c, name) for c in counters]) for name in COST_FIELDS})
+    return metrics
 
 
 def _replay(run_one, case: dict, result: CheckResult) -> None:
@@ -352,6 +394,7 @@ def _replay(run_one, case: dict, result: CheckResult) -> None:
     if outcome.verdict == "skipped":
         raise ValueError(f"case: {outcome.problems[0]}")
     result.trials, result.numeric_ties = 1, int(outcome.verdict == "tie")
+    result.metrics = case_metrics([outcome])
     if outcome.failed:
         result.passed, result.trials_to_detection, result.failure = False, 1, outcome
         result.first_failing_case = outcome.case
@@ -368,13 +411,14 @@ def _checked_case(case: dict) -> dict:
 
 
 def _judge_against_baseline(result: CheckResult, baseline: dict | None) -> None:
-    """Tier A: worse than ``baseline`` (fewer exact cases, a lower mean token match) fails."""
+    """Tier A: worse than ``baseline`` in any measure fails: a lower exact rate, token match or commit-order
+    match, a larger logit error, more model calls, full forwards or query positions per case."""
     result.passed = True
     if baseline is None:
         return
-    worse = [name for name in ("exact_or_tie", "mean_token_match")
-             if result.metrics.get(name) is not None and baseline.get(name) is not None
-             and result.metrics[name] < baseline[name]]
+    both = lambda name: result.metrics.get(name) is not None and baseline.get(name) is not None
+    worse = [name for name in LOWER_IS_WORSE if both(name) and result.metrics[name] < baseline[name]]
+    worse += [name for name in HIGHER_IS_WORSE if both(name) and result.metrics[name] > baseline[name]]
     if worse:
         result.passed = False
         result.metrics["regressed"] = {name: (baseline[name], result.metrics[name]) for name in worse}

@@ -7,6 +7,8 @@ import json
 import shlex
 from dataclasses import asdict
 
+from .hooks import live_hooks
+
 
 def result_dict(result) -> dict:
     data = {key: value for key, value in asdict(result).items() if key != "failure"}
@@ -63,7 +65,8 @@ def _diagnosis_lines(diagnosis: dict) -> list[str]:
 def reproducer_snippet(result, goal, fit, model_name: str) -> str:
     """Python that reruns the failing case on both sides and prints both canvases."""
     case = result.failure.case
-    arguments = ", ".join(f"{name}={value!r}" for name, value in goal.settings_of(case).items())
+    settings, _ = live_hooks(goal.settings_of(case))
+    arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
     load = (f'candidate = load_candidate("{result.source}")' if result.source else
             f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
     module, name = goal.call.rsplit(".", 1)
@@ -76,6 +79,7 @@ def reproducer_snippet(result, goal, fit, model_name: str) -> str:
         "import torch",
         "from veridec.adapters import adapt",
         "from veridec.testing import check_model, load_candidate",
+        *(["from veridec.testing.hooks import DreamHook"] if "DreamHook(" in arguments else []),
         f"from {module} import {name}" if goal.veridec else
         "# reference = the callable you passed as against= (define it here)",
         f"model = check_model({model_name!r})",

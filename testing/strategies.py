@@ -1,4 +1,6 @@
-"""Hypothesis strategies for decoder checks: cases (prompt, padding, seed, settings) and their parts.
+"""Hypothesis strategies for decoder checks: cases (prompt, padding, seed, settings) and their parts; joints
+and decode states for rule and theorem tests (``exact_joints``, ``float_joints``, ``decode_states``,
+``clusters``, from veridec.proofs_checks.strategies).
 
 A case is plain JSON (``{"prompt", "attention_mask", "seed", "settings"}``), so a failure prints as a
 reproducer. Every choice lists its simplest value first, so shrinking moves towards one row, short prompts,
@@ -14,6 +16,13 @@ from __future__ import annotations
 import inspect
 
 from hypothesis import strategies as st
+
+from veridec.proofs_checks.strategies import clusters, decode_states, exact_joints, float_joints
+
+from .hooks import LOGITS_HOOK, TOKENS_HOOK
+
+__all__ = ["block_settings", "cases", "clusters", "decode_states", "dream_settings", "exact_joints",
+           "float_joints", "prompts", "thresholds"]
 
 TEMPERATURES = (0.0, 0.7, 1.0)
 THRESHOLDS = (0.5, 0.05, 0.2, 0.9)
@@ -79,13 +88,23 @@ def thresholds(default):
 
 
 @st.composite
-def dream_settings(draw, names):
+def dream_settings(draw, names, tokens=range(96)):
+    """Dream's settings among ``names``; its hooks (when named) drawn as descriptions (testing.hooks), or absent,
+    over prompt-free ``tokens``."""
     new = draw(st.integers(1, 8))
-    settings = {"max_new_tokens": new, "steps": draw(st.integers(1, new + 2)),
+    steps = draw(st.integers(1, new + 2))
+    settings = {"max_new_tokens": new, "steps": steps,
                 "alg": draw(st.sampled_from(DREAM_ALGS)), "temperature": draw(st.sampled_from(TEMPERATURES[:2])),
                 "top_p": draw(st.sampled_from((None, 0.9))), "top_k": draw(st.sampled_from((None, 5))),
                 "alg_temp": draw(st.sampled_from((None, 0.5)))}
-    return {name: value for name, value in settings.items() if name in names}
+    settings = {name: value for name, value in settings.items() if name in names}
+    if TOKENS_HOOK in names and draw(st.booleans()):
+        settings[TOKENS_HOOK] = {"step": draw(st.sampled_from([None, *range(steps)])),
+                                 "position": -draw(st.integers(1, new)), "token": draw(st.sampled_from(tokens))}
+    if LOGITS_HOOK in names and draw(st.booleans()):
+        settings[LOGITS_HOOK] = {"from_step": draw(st.integers(0, steps - 1)),
+                                 "token": draw(st.sampled_from(tokens)), "bias": draw(st.sampled_from((5.0, -5.0)))}
+    return settings
 
 
 @st.composite
@@ -94,7 +113,7 @@ def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, paddin
     strategy of dicts) overrides drawn settings."""
     dream = target.length_name == "max_new_tokens"
     prompt, mask = draw(prompts(model, max_batch, padding, infill=not dream))
-    settings = draw(dream_settings(names) if dream else block_settings(names, defaults))
+    settings = draw(dream_settings(names, ordinary_tokens(model)) if dream else block_settings(names, defaults))
     if fixed is not None:
         settings.update(draw(fixed) if isinstance(fixed, st.SearchStrategy) else fixed)
     return {"prompt": prompt, "attention_mask": mask, "seed": draw(st.integers(0, 2**31 - 1)), "settings": settings}

@@ -19,7 +19,8 @@ from veridec.reference import fastdllm as fastdllm_reference
 CACHES = ("none", "prefix", "dual")
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
 FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
-DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k")
+DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
+                  "generation_tokens_hook_func", "generation_logits_hook_func")
 
 
 @dataclass(frozen=True)

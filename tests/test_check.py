@@ -2,6 +2,7 @@
 behaviour, ``check_decoder`` on a from-scratch Fast-dLLM decoder and seven broken variants of it, the
 reproducers it prints, the command and its exit codes, and the pytest plugin."""
 
+import inspect
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
 
 from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention, adapt
 from veridec.harness.cli import main
@@ -16,6 +18,7 @@ from veridec.harness.golden import load_checkpoints
 from veridec.recording import RecordingModel
 from veridec.reference.llada import generate as llada_generate
 from veridec.testing import CandidateError, check_decoder, check_model, load_candidate
+from veridec.testing.strategies import decode_states, exact_joints
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fastdllm_dual.py"
@@ -178,6 +181,18 @@ def test_the_command_passes_the_example_and_writes_reports(tmp_path):
     assert data["passed"] and data["trials"] == 20 and "PASS" in (tmp_path / "check.md").read_text()
 
 
+def test_the_command_writes_a_tier_a_baseline_then_holds_runs_against_it(tmp_path, capsys):
+    baseline = tmp_path / "stale.json"
+    argv = ["check", f"{BROKEN}:stale_cache", "--tier", "A", "--baseline", str(baseline), "--trials", "15",
+            "--quiet", *sum(([f"--{k}", v] for k, v in DUAL.items()), [])]
+    assert main(argv) == 0 and "baseline written" in capsys.readouterr().out
+    stored = json.loads(baseline.read_text())
+    assert stored["cases"] == 15 and stored["exact_rate"] < 1
+    assert main(argv) == 0
+    baseline.write_text(json.dumps(dict(stored, candidate_full_forwards=stored["candidate_full_forwards"] - 0.5)))
+    assert main(argv) == 1 and "candidate_full_forwards" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["missing.py:f"], "does not exist"),
     ([f"{EXAMPLE}:nope"], "defines no function 'nope'"),
@@ -214,14 +229,29 @@ def test_a_wrong_nfe_and_a_decoder_that_never_stops_are_reported():
 
 
 def test_tier_a_measures_and_fails_only_against_its_baseline():
+    """Tier A runs every case and measures: the correct example is exact everywhere with the target's costs and
+    the dual cache's own logit error; the stale cache is not, and its logit error is larger. A baseline better in
+    any one measure fails the run; the run's own metrics pass."""
+    correct = check_decoder(load_candidate(f"{EXAMPLE}:generate"), tier="A", max_examples=30, **DUAL).metrics
+    assert correct["cases"] == 30 and correct["exact_rate"] == correct["commit_order_match"] == 1
+    assert correct["mean_token_match"] == 1 and 0 < correct["max_logit_error"]
+    assert all(correct[f"candidate_{n}"] == correct[f"target_{n}"] > 0 for n in ("model_calls", "full_forwards",
+                                                                                 "query_positions"))
     stale = load_candidate(f"{BROKEN}:stale_cache")
     first = check_decoder(stale, tier="A", max_examples=30, **DUAL)
     assert first.passed and first.failure is None and first.metrics["cases"] == 30
-    assert first.metrics["exact_or_tie"] < 30  # the stale cache differs on some cases, reported not failed
+    assert first.metrics["exact_rate"] < 1 and first.metrics["commit_order_match"] < 1  # reported, not failed
+    assert first.metrics["max_logit_error"] > correct["max_logit_error"]
+    assert first.metrics["candidate_full_forwards"] < first.metrics["target_full_forwards"]  # never refreshes
     again = check_decoder(stale, tier="A", max_examples=30, baseline=first.metrics, **DUAL)
     assert again.passed
-    better = dict(first.metrics, exact_or_tie=30)
-    assert not check_decoder(stale, tier="A", max_examples=30, baseline=better, **DUAL).passed
+    for name, better in (("exact_rate", 1.0), ("mean_token_match", 1.0), ("commit_order_match", 1.0),
+                         ("max_logit_error", correct["max_logit_error"]),
+                         ("candidate_model_calls", first.metrics["candidate_model_calls"] - 1),
+                         ("candidate_query_positions", first.metrics["candidate_query_positions"] - 1)):
+        judged = check_decoder(stale, tier="A", max_examples=30, baseline=dict(first.metrics, **{name: better}),
+                               **DUAL)
+        assert not judged.passed and set(judged.metrics["regressed"]) == {name}, name
 
 
 def test_bad_arguments_of_check_decoder():
@@ -271,6 +301,74 @@ def test_a_callable_reference_in_a_convention():
     assert not result.passed and "define it here" in result.reproducer
     with pytest.raises(ValueError, match="needs its calling convention"):
         check_decoder(bad, good, model="tiny-llada")
+
+
+def dream_origin(model, input_ids, max_new_tokens=4, steps=4, eps=1e-3, mask_token_id=None,
+                 generation_tokens_hook_func=lambda step, x, logits: x,
+                 generation_logits_hook_func=lambda step, x, logits: logits, hooks_before_commits=False):
+    """Dream's "origin" sampler at temperature 0, written from the paper's loop in Dream's convention (one row
+    length, no padding): each mask is revealed with probability 1 - s/t (all at the last step) as its argmax."""
+    x = torch.cat([input_ids, torch.full((input_ids.shape[0], max_new_tokens), mask_token_id)], dim=1)
+    timesteps = torch.linspace(1, eps, steps + 1)
+    x = generation_tokens_hook_func(None, x, None)
+    for i in range(steps):
+        masked = x == mask_token_id
+        logits = model(x, "full", None).logits
+        logits = generation_logits_hook_func(i, x, torch.cat([logits[:, :1], logits[:, :-1]], dim=1))
+        if hooks_before_commits:
+            x = generation_tokens_hook_func(i, x, logits)
+        revealed = torch.rand(int(masked.sum())) < (1 - timesteps[i + 1] / timesteps[i] if i < steps - 1 else 1)
+        proposal = torch.full_like(x[masked], mask_token_id)
+        proposal[revealed] = logits[masked][revealed].argmax(-1)
+        x[masked] = proposal
+        if not hooks_before_commits:
+            x = generation_tokens_hook_func(i, x, logits)
+    return x
+
+
+DREAM = dict(against="dream", model="tiny-dream", settings={"temperature": 0.0, "alg": "origin"})
+
+
+def test_dreams_hooks_are_drawn_and_called_where_diffusion_generate_calls_them():
+    """A Dream-convention decoder that takes Dream's two hooks gets drawn hooks (a token written at a step, a
+    logit bias from a step) on both sides: the one that calls them where diffusion_generate does passes, the one
+    that calls the tokens hook before a step's commits is caught, with the hook calls in the report."""
+    result = check_decoder(dream_origin, max_examples=60, **DREAM)
+    assert result.passed and result.trials == 60, result.markdown()
+    early = lambda model, input_ids, **kw: dream_origin(model, input_ids, hooks_before_commits=True, **kw)
+    early.__signature__ = inspect.signature(dream_origin).replace(parameters=[
+        p for p in inspect.signature(dream_origin).parameters.values() if p.name != "hooks_before_commits"])
+    result = check_decoder(early, max_examples=60, **DREAM)
+    assert not result.passed and "generation_tokens_hook_func" in result.failure.case["settings"]
+    assert "DreamHook(" in result.reproducer
+    problems = " ".join(result.failure.problems)
+    assert "tokens differ" in problems or "commit order" in problems, problems
+
+
+def test_a_hook_called_at_other_steps_is_reported():
+    def skips_the_first_call(model, input_ids, generation_tokens_hook_func=lambda step, x, logits: x, **kw):
+        return dream_origin(model, input_ids, generation_tokens_hook_func=lambda step, x, logits: x if step is None
+                            else generation_tokens_hook_func(step, x, logits), **kw)
+
+    skips_the_first_call.__signature__ = inspect.signature(dream_origin)
+    result = check_decoder(skips_the_first_call, max_examples=60, **DREAM)
+    assert not result.passed
+    assert any("hooks were called differently: target tokens@None" in p for p in result.failure.problems)
+
+
+@settings(max_examples=25)
+@given(state=decode_states(), joint=exact_joints())
+def test_the_exported_joint_and_decode_state_strategies_draw_what_they_say(state, joint):
+    """veridec.testing.strategies' joints and decode states, as a user's property test meets them: a decode
+    state's visible tokens have positive mass under its oracle (it is a masked sample), and an exact joint is a
+    probability distribution in Fractions."""
+    oracle, canvas = state
+    masked = canvas == oracle.special.mask_id  # [1, L]
+    assert masked.any()
+    completion = oracle.outcomes  # [V^L, L] every sequence
+    consistent = (completion == canvas).logical_or(masked).all(dim=1)  # [V^L]
+    assert oracle.log_prob(completion[consistent]).exp().sum() > 0
+    assert sum(joint.flat) == 1 and min(joint.flat) >= 0
 
 
 def test_a_threshold_drawn_at_a_confidence_is_that_confidence():

@@ -77,7 +77,9 @@ def test_dream_diffusion_generate_passes_veridec_check():
     module = sys.modules[load_candidate(f"{path}:DreamGenerationMixin").__module__]
 
     def diffusion_generate(model, input_ids, attention_mask=None, max_new_tokens=None, steps=512, eps=1e-3,
-                           alg="origin", alg_temp=None, temperature=0.0, top_p=None, top_k=None, mask_token_id=None):
+                           alg="origin", alg_temp=None, temperature=0.0, top_p=None, top_k=None, mask_token_id=None,
+                           generation_tokens_hook_func=lambda step, x, logits: x,
+                           generation_logits_hook_func=lambda step, x, logits: logits):
         """The official mixin on a model in Dream's convention (veridec.adapters.DreamConvention)."""
         generator = type("Official", (module.DreamGenerationMixin,), {
             "__call__": lambda self, *args: model(*args), "device": model.device, "config": model.config,
@@ -85,7 +87,9 @@ def test_dream_diffusion_generate_passes_veridec_check():
         config = module.DreamGenerationConfig(
             mask_token_id=mask_token_id, pad_token_id=model.config.pad_token_id, max_new_tokens=max_new_tokens,
             steps=steps, eps=eps, alg=alg, alg_temp=alg_temp, temperature=temperature, top_p=top_p, top_k=top_k)
-        return generator.diffusion_generate(input_ids, generation_config=config, attention_mask=attention_mask)
+        return generator.diffusion_generate(input_ids, generation_config=config, attention_mask=attention_mask,
+                                            generation_tokens_hook_func=generation_tokens_hook_func,
+                                            generation_logits_hook_func=generation_logits_hook_func)
 
     torch.set_num_threads(1)
     # rows have equal mask counts here (Dream cases draw no prompt masks): unequal ones are SQ2.4's row_clamp

@@ -63,3 +63,39 @@ def test_drafts_are_measured_by_counters_only(small_model):
     assert proxy.counters().query_positions == decoded.trace.counters.query_positions
     with pytest.raises(ValueError, match="drafts or stacked states"):
         proxy.trace(decoded.canvas, 4)
+
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_logit_error_is_rounding_where_the_cache_is_exact_and_not_where_it_is_stale(small_model, cache):
+    """A one-layer model's cache is exact (a layer-0 key or value depends on its own token alone), so every cached
+    call's logits equal a full forward of the canvas the decoder held to float64 rounding; with two layers the
+    keys cached before a block's commits are stale and the error is real. Without a cache nothing is measured."""
+    errors = {}
+    for layers in (1, 2):
+        proxy = RecordingModel(small_model("llada", 5, num_layers=layers), keep_logits=True)
+        decoded = optimized(proxy, PROMPT, MASK, cache=cache, rule=Threshold(0.3), gen_length=8, block_length=4)
+        measured = proxy.logit_errors(decoded.canvas, PROMPT.shape[1], MASK)
+        assert len(measured) == sum(call.kind == "cached" for call in proxy.calls) > 0
+        errors[layers] = max(measured)
+    assert errors[1] < 1e-12 < 1e-6 < errors[2], errors
+    proxy = RecordingModel(small_model("llada", 5), keep_logits=True)
+    decoded = optimized(proxy, PROMPT, MASK, cache="none", rule=Threshold(0.3), gen_length=8, block_length=4)
+    assert proxy.logit_errors(decoded.canvas, PROMPT.shape[1], MASK) == []
+
+
+def test_logit_error_holds_a_call_against_the_canvas_the_decoder_held_then(small_model):
+    """A decoder that prefills the all-mask canvas once and then decodes the block one token per cached call,
+    feeding only the masks left (its committed tokens never reach the model again): the one-layer model is exact
+    for what it is fed, but the canvas it held had those commits, so every call after the first commit errs."""
+    model = small_model("llada", 6, num_layers=1)
+    proxy = RecordingModel(model, keep_logits=True)
+    mask_id = model.special.mask_id
+    canvas = torch.cat([PROMPT[1:], torch.full((1, 4), mask_id)], dim=1)  # [1, 8]
+    _, cache = proxy.prefill(canvas)
+    for step in range(4):
+        positions = torch.arange(4 + step, 8)[None]  # [1, Q] the masks left
+        logits = proxy.forward_cached(canvas[:, 4 + step:], positions, cache).logits  # [1, Q, V]
+        canvas[0, 4 + step] = logits[0, 0].argmax()
+    errors = proxy.logit_errors(canvas, 4)
+    assert errors[0] < 1e-12 and min(errors[1:]) > 1e-6, errors

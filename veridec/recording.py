@@ -13,6 +13,10 @@ showed its position still masked; the final canvas closes the last step. A cache
 at the positions it is fed, which holds the decoders' windows (the block, or everything from it);
 read-only calls (``write=False``) and full calls over another batch show hypothetical states (packed or stacked
 drafts), so a decoder that makes them is measured by its counters only.
+
+``RecordingModel(model, keep_logits=True)`` keeps each cached call's logits, and ``logit_errors(canvas, ...)``
+holds them against full forwards (not counted) of the canvas the decoder held at that call: the final canvas
+with the commits of that call and later masked again (the trace's placement).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class Call:
     positions: torch.Tensor  # [B, Q] canvas positions fed (host copy)
     tokens: torch.Tensor  # [B, Q] tokens fed there (host copy)
     shows_canvas: bool  # False for read-only cached calls (drafts), whose tokens are hypothetical
+    logits: torch.Tensor | None = None  # [B, Q, V] a cached call's output (host copy), with keep_logits
 
 
 class CallLimitExceeded(RuntimeError):
@@ -38,10 +43,11 @@ class CallLimitExceeded(RuntimeError):
 
 class RecordingModel:
     """``model`` with every call logged in ``calls``; any other attribute is the model's. ``limit``: the most
-    calls allowed; the next raises ``CallLimitExceeded`` (a decoder that loops forever stops there)."""
+    calls allowed; the next raises ``CallLimitExceeded`` (a decoder that loops forever stops there).
+    ``keep_logits``: keep each cached call's logits for ``logit_errors`` (memory: calls x B x Q x V)."""
 
-    def __init__(self, model, limit: int | None = None):
-        self.model, self.calls, self.limit = model, [], limit
+    def __init__(self, model, limit: int | None = None, keep_logits: bool = False):
+        self.model, self.calls, self.limit, self.keep_logits = model, [], limit, keep_logits
 
     def __getattr__(self, name):
         if name == "model":  # not set yet (copy, pickle): no recursion
@@ -60,7 +66,10 @@ class RecordingModel:
         write = options.get("write", True)
         self._count()
         self.calls.append(Call("cached", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), write))
-        return self.model.forward_cached(tokens, positions, cache, **options)
+        output = self.model.forward_cached(tokens, positions, cache, **options)
+        if self.keep_logits:
+            self.calls[-1].logits = output.logits.detach().cpu()
+        return output
 
     def raw_forward(self, tokens, rope_pos, **options):
         """The Dream convention's call (veridec.adapters): a full forward unless it reads a cache."""
@@ -110,23 +119,61 @@ class RecordingModel:
         seen = self.calls[0].tokens.clone()  # [B, L] the canvas as the calls show it
         last_masked = torch.zeros(batch, length, dtype=torch.long, device="cpu")  # [B, L] last call showing it masked
         step_of = torch.full((batch, length), -1, dtype=torch.long, device="cpu")  # [B, L] a commit's step
+        token_of = final.clone()  # [B, L] the token a commit first showed (a later overwrite is no commit)
         closing = Call("full", torch.arange(length, device="cpu").expand(batch, -1), final, True)  # the end
         for index, call in enumerate(self.calls[1:] + [closing], start=1):
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
             committed = (seen == mask_id) & (now != mask_id)  # [B, L] commits this call shows
             step_of[committed] = last_masked[committed]
+            token_of[committed] = now[committed]
             shown_masked = torch.zeros_like(now, dtype=torch.bool).scatter_(1, call.positions, call.tokens == mask_id)
             last_masked[shown_masked] = index
             seen = now
-        trace.steps = [_commits(step_of == step, final) for step in range(len(self.calls))]
+        trace.steps = [_commits(step_of == step, token_of) for step in range(len(self.calls))]
         return trace
 
 
-def _commits(chosen: torch.Tensor, final: torch.Tensor) -> StepRecord:
-    """The positions ``chosen`` [B, L] with their final tokens, as one step (no confidences are observed)."""
+    @torch.no_grad()
+    def logit_errors(self, canvas: torch.Tensor, prompt_length: int, attention_mask: torch.Tensor | None = None,
+                     mask_id: int | None = None) -> list[float]:
+        """Each kept cached call's largest absolute logit difference (float64, finite entries) from a full forward
+        of the canvas the decoder held then (``trace``'s placement: the final ``canvas`` [B, L] with that call's
+        commits and later masked again), under the prompt's ``attention_mask`` [B, P] extended with ones."""
+        mask_id = self.model.special.mask_id if mask_id is None else mask_id
+        steps = self.trace(canvas, prompt_length, mask_id).steps
+        held = canvas.detach().cpu().clone()  # [B, L] re-masked backwards, call by call
+        padding = _extended(attention_mask, held.shape[1])
+        errors = []
+        for index in range(len(self.calls) - 1, -1, -1):
+            for row, positions in enumerate(steps[index].positions):
+                held[row, positions] = mask_id
+            call = self.calls[index]
+            if call.logits is None:
+                continue
+            device = self.model.device
+            keys = None if padding is None else padding.to(device)
+            full = self.model(held.to(device), attention_mask=keys).logits.cpu()  # [B, L, V]
+            want = full.gather(1, call.positions[..., None].expand(-1, -1, full.shape[-1])).double()  # [B, Q, V]
+            got = call.logits.double()
+            finite = torch.isfinite(want) & torch.isfinite(got)
+            errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
+        return errors[::-1]
+
+
+def _extended(mask: torch.Tensor | None, length: int) -> torch.Tensor | None:
+    """The prompt's attention mask [B, P] extended with ones to the canvas length [B, L] (None: no padding)."""
+    if mask is None:
+        return None
+    mask = mask.detach().cpu()
+    return torch.cat([mask, mask.new_ones(mask.shape[0], length - mask.shape[1])], dim=1)
+
+
+def _commits(chosen: torch.Tensor, tokens_of: torch.Tensor) -> StepRecord:
+    """The positions ``chosen`` [B, L] with the tokens they were committed as, as one step (no confidences are
+    observed)."""
     positions = [row.nonzero().flatten().tolist() for row in chosen]
-    tokens = [final[row, where].tolist() for row, where in enumerate(positions)]
+    tokens = [tokens_of[row, where].tolist() for row, where in enumerate(positions)]
     nan = float("nan")
     return StepRecord(0, positions, tokens, [[nan] * len(p) for p in positions], [[nan] * len(p) for p in positions],
                       [nan] * len(positions))
