@@ -50,6 +50,17 @@ def number(low: float = 0.0):
     return parse
 
 
+def probability(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from err
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text}")
+    return value
+
+
 seed = integer(0, SEED_LIMIT - 1)
 
 

@@ -1,6 +1,6 @@
 """``veridec check FILE.py:FUNCTION --against PRESET``: the command-line face of veridec.testing.check_decoder.
-Exit 0 when the candidate is exact (tier E) or within the baseline (tier A), 1 with the shrunk case and its
-reproducer, 2 on a bad argument (one line)."""
+Exit 0 when the candidate is exact (tier E), within the baseline (tier A) or of the same output law (tier S), 1
+with the failing case and its reproducer, 2 on a bad argument (one line)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from veridec.files import write_text_atomic
 from veridec.testing import AGAINST, CACHES, CandidateError, check_decoder, load_candidate
 
-from .arguments import UsageError, check_output_dir, check_output_file, integer, seed
+from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
 
 CONVENTIONS = ("llada", "fastdllm", "dream")
 
 
 def add_parser(commands) -> None:
-    chk = commands.add_parser("check", help="hold a decoder written elsewhere against veridec's (tier E or A)")
+    chk = commands.add_parser("check", help="hold a decoder written elsewhere against veridec's (tier E, A or S)")
     chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
     chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
@@ -25,11 +25,18 @@ def add_parser(commands) -> None:
     chk.add_argument("--model", default=None,
                      help="default | hmm | tiny-llada | tiny-dream | a model folder (default: default, or tiny-dream "
                           "for dream)")
-    chk.add_argument("--trials", type=integer(1, 100_000), default=200, help="cases to draw")
+    chk.add_argument("--trials", type=integer(1, 100_000), default=None,
+                     help="cases to draw (default 200; tier S: 5)")
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
-    chk.add_argument("--tier", choices=("E", "A"), default="E")
+    chk.add_argument("--tier", choices=("E", "A", "S"), default="E",
+                     help="E exact, A measured against a baseline, S output laws from independent samples")
+    chk.add_argument("--alpha", type=probability, default=0.01, help="tier S: the check's false-alarm rate")
+    chk.add_argument("--delta", type=probability, default=0.05,
+                     help="tier S: the total variation each test detects with probability 0.95")
+    chk.add_argument("--samples", type=integer(2, 10_000_000), default=None,
+                     help="tier S: samples per side per case (default: derived from --alpha and --delta)")
     chk.add_argument("--ties", choices=("lowest", "torch"), default="lowest",
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
@@ -50,9 +57,10 @@ def run_check(args) -> int:
     try:
         candidate = load_candidate(args.candidate)
         result = check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,
-                               tier=args.tier, max_examples=args.trials, seed=args.seed, max_batch=args.max_batch,
-                               padding=False if args.no_padding else None, baseline=baseline,
-                               progress=not args.quiet, case=case, ties=args.ties)
+                               tier=args.tier, max_examples=args.trials or (5 if args.tier == "S" else 200),
+                               seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
+                               baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
+                               alpha=args.alpha, delta=args.delta, samples=args.samples)
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
     report = result.markdown()

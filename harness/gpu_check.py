@@ -8,7 +8,9 @@
    Speculative decoding (SP3) == its base decoder, without cache and with the dual cache; FastGuide with windows
    covering the canvas == exact recomputation (GF4), greedy and sampled with a generator on the device.
    Then the same float64 decodes on the CPU and on the device: the commit orders agree (reported; a near tie
-   within the two devices' rounding could part them, so this is a count, not a gate).
+   within the two devices' rounding could part them, so this is a count, not a gate). Then ``veridec check`` on
+   the device (a checkout's examples/): the from-scratch Fast-dLLM and Dream decoders pass tier E, a broken
+   one is caught; tier S passes the Dream sampler (sampled on the device) and catches a law-changing variant.
 2. The bf16 tolerance path at LLaDA-8B's widths (2 layers, random weights): the bf16 forward against the float32
    forward of the same weights on the device gives the measured tolerance for two bf16 computations
    (numerics.tolerance); a dual-cache block step in bf16 must stay within it of the bf16 full forward (a gate).
@@ -158,6 +160,33 @@ def bf16_rounding(device: torch.device, shape: str, length: int = 512) -> dict:
             "argmax_agree_where_decided": int((agree & decided).sum())}
 
 
+def foreign_decoders(device: torch.device) -> dict[str, bool] | str:
+    """EC1 / ST2 on the device with the examples of a checkout: each entry True when the check says what it
+    must (pass or catch); a string when there are no examples (an installed package)."""
+    from veridec.testing import check_decoder, check_model, load_candidate  # the top floor, imported on demand
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    if not (examples / "dream_sampler.py").exists():
+        return f"skipped: no examples/ beside the package ({examples})"
+    load = lambda name: load_candidate(f"{examples}/{name}")
+    llada, dream = check_model("tiny-llada", device), check_model("tiny-dream", device)
+    dual = dict(against="fastdllm", cache="dual", model=llada, max_examples=30)
+    one_token = {"max_new_tokens": 1, "steps": 1, "alg": "origin", "temperature": 0.7, "top_k": 5}
+    return {
+        "fastdllm_dual/E": check_decoder(load("fastdllm_dual.py:generate"), **dual).passed,
+        "fastdllm_dual_broken.stale_cache/E caught": not check_decoder(
+            load("fastdllm_dual_broken.py:stale_cache"), **dual).passed,
+        "dream_sampler/E": check_decoder(load("dream_sampler.py:diffusion_generate"), "dream", model=dream,
+                                         max_examples=30).passed,
+        "dream_sampler/S": check_decoder(load("dream_sampler.py:diffusion_generate"), "dream", model=dream,
+                                         tier="S", max_examples=1, samples=300).passed,
+        "temperature_applied_twice/S caught": not check_decoder(
+            load("dream_sampler_variants.py:temperature_applied_twice"), "dream", model=dream, tier="S",
+            max_examples=1, samples=600, case={"prompt": [[79]], "attention_mask": None, "seed": 0,
+                                               "settings": one_token}).passed,
+    }
+
+
 def same(a, b) -> bool:
     return compare_traces(a.trace, b.trace).same_commit_order and torch.equal(a.canvas, b.canvas)
 
@@ -257,14 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     exact = {**tier_e(device), **tier_e_speculative(device), **tier_e_fastguide(device)}
+    foreign = foreign_decoders(device)
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "tier_e": exact, "tier_e_all_pass": all(exact.values()),
-              "cross_device": cross_device(device) if device.type != "cpu" else None}
+              "cross_device": cross_device(device) if device.type != "cpu" else None, "foreign_decoders": foreign}
     print(json.dumps(report, indent=1), flush=True)
     report["bf16_rounding"] = bf16_rounding(device, "llada-8b-2-layers" if args.shape == "llada-8b" else args.shape,
                                             length=min(512, args.prompt + args.gen))
     report["timing"] = timing(args.shape, device, args.prompt, args.gen, args.block, args.repeats, args.compile)
-    passed = report["tier_e_all_pass"] and report["bf16_rounding"]["cached_block_within_tolerance"]
+    passed = report["tier_e_all_pass"] and report["bf16_rounding"]["cached_block_within_tolerance"] and (
+        isinstance(foreign, str) or all(foreign.values()))
     print(json.dumps(report, indent=1))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

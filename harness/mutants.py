@@ -63,6 +63,8 @@ ORACLE_SEQUENTIAL = "tests/test_spec_oracles_sequential.py"
 ORACLE_GUIDANCE = "tests/test_spec_oracles_guidance.py"
 ORACLE_THEOREMS = "tests/test_spec_oracles_theorems.py"
 GOLDEN = "tests/test_golden.py"
+CHECK = "tests/test_check.py"
+RECORDING = "tests/test_recording.py"
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/rules: common (LLaDA-style proposal)
@@ -107,8 +109,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "dream-temperature-after-top-p", "veridec/rules/dream.py",
         "    if temperature > 0:\n        logits = logits / temperature\n"
-        "    if top_p is not None and top_p < 1:\n        logits = top_p_logits(logits, top_p)\n",
-        "    if top_p is not None and top_p < 1:\n        logits = top_p_logits(logits, top_p)\n"
+        "    if top_p is not None and top_p < 1:\n        logits = top_p_logits(logits, top_p, ties)\n",
+        "    if top_p is not None and top_p < 1:\n        logits = top_p_logits(logits, top_p, ties)\n"
         "    if temperature > 0:\n        logits = logits / temperature\n",
         "sample_tokens applies top-p to the untempered logits, then divides by the temperature",
         "spec/sequential.md SQ2.5", (SAMPLERS,)),
@@ -583,6 +585,77 @@ MUTANTS: list[Mutant] = [
         "into[key] = row[key] if into[key] is None else max(into[key], row[key])",
         "merging bounds rows keeps the loosest slack (and margin) instead of the tightest",
         "spec/theorems.md TK3", (THEOREMS, CLI)),
+    # ------------------------------------------------------------------ adapters, recording, veridec check
+    Mutant(
+        "prefix-continuation-rope-from-zero", "veridec/adapters.py",
+        "positions = torch.arange(cached, cached + queries, device=x.device).expand(batch, -1)  # [B, Q]",
+        "positions = torch.arange(0, queries, device=x.device).expand(batch, -1)  # [B, Q]",
+        "Fast-dLLM's prefix continuation places its queries at 0 .. Q-1 instead of after the cached prefix",
+        "spec/models.md MA1", (CHECK,)),
+    Mutant(
+        "cache-adapter-counts-real-tokens-as-offset", "veridec/adapters.py",
+        "return mask, (~mask).sum(dim=1)",
+        "return mask, mask.sum(dim=1)",
+        "the cached calls' RoPE offset counts real tokens instead of left pads",
+        "spec/models.md MA1", (CHECK,)),
+    Mutant(
+        "recorded-commit-at-previous-call", "veridec/recording.py",
+        "step_of[committed] = last_masked[committed]",
+        "step_of[committed] = index - 1",
+        "a recorded commit is placed at the call before the one that shows it, not the last that showed it masked",
+        "spec/notation.md N9", (RECORDING, CHECK)),
+    Mutant(
+        "recorded-commit-takes-final-token", "veridec/recording.py",
+        "token_of[committed] = now[committed]",
+        "token_of[committed] = final[committed]",
+        "a recorded commit takes the final canvas's token, so a later overwrite rewrites the commit",
+        "spec/notation.md N9", (RECORDING, CHECK)),
+    Mutant(
+        "logit-error-against-canvas-after-the-call", "veridec/recording.py",
+        "        for index in range(len(self.calls) - 1, -1, -1):\n"
+        "            for row, positions in enumerate(steps[index].positions):\n"
+        "                held[row, positions] = mask_id\n"
+        "            call = self.calls[index]\n",
+        "        for index in range(len(self.calls) - 1, -1, -1):\n"
+        "            call = self.calls[index]\n",
+        "a call's logit error is measured on the canvas after its own commits (the re-masking is skipped)",
+        "spec/notation.md N9", (RECORDING, CHECK)),
+    Mutant(
+        "dream-hook-commits-unrecorded", "reference/dream.py",
+        "        order = _with_hook_commits(result.order, result.x, new_x, mask_id)\n",
+        "        order = result.order\n",
+        "masks Dream's tokens hook fills are left out of the step's recorded commits",
+        "spec/sequential.md SQ2.7", (CHECK, SAMPLERS)),
+    Mutant(
+        "dream-top-p-always-stable", "veridec/rules/dream.py",
+        'stable = ties == "lowest"',
+        "stable = True",
+        "ties='torch' does not reach top-p's sort, which keeps tied logits in id order",
+        "spec/sequential.md SQ2.5", (SAMPLERS,)),
+    Mutant(
+        "tier-a-equal-counts-as-worse", "testing/check.py",
+        "worse += [name for name in HIGHER_IS_WORSE if both(name) and result.metrics[name] > baseline[name]]",
+        "worse += [name for name in HIGHER_IS_WORSE if both(name) and result.metrics[name] >= baseline[name]]",
+        "tier A fails a run whose logit error or costs merely equal the baseline's",
+        "spec/exactness.md EC3", (CHECK,)),
+    Mutant(
+        "nfe-compared-with-full-forwards", "testing/check.py",
+        'if theirs.nfe is not None and theirs.nfe != b["model_calls"]:',
+        'if theirs.nfe is not None and theirs.nfe != b["full_forwards"]:',
+        "a reported nfe is held against the full forwards instead of the model calls",
+        "spec/exactness.md EC1", (CHECK,)),
+    Mutant(
+        "confidence-rank-off-by-one", "testing/running.py",
+        'rank = min(threshold["at_confidence"], confidence.numel() - 1)',
+        'rank = min(threshold["at_confidence"] - 1, confidence.numel() - 1)',
+        "a threshold drawn at rank r takes the confidence ranked r - 1",
+        "spec/exactness.md EC2", (CHECK,)),
+    Mutant(
+        "hook-calls-not-compared", "testing/check.py",
+        "    if ours.hook_calls != theirs.hook_calls:\n",
+        "    if False:\n",
+        "the hook call logs of the two sides are never compared",
+        "spec/exactness.md EC5", (CHECK,)),
     Mutant(
         "pmi-sign", "proofs_checks/observations.py",
         "return float(after - before)",

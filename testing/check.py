@@ -24,29 +24,16 @@ from hypothesis.errors import HypothesisException
 from veridec.adapters import adapt
 from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
-from veridec.recording import CallLimitExceeded, RecordingModel
 
-from .candidates import CandidateError, call_candidate, fit_candidate
-from .hooks import live_hooks
+from .candidates import fit_candidate
 from .models import check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .strategies import cases
+from .running import CALL_SLACK, Side, full_canvas, resolve_case, run_candidate, run_target
+from .stochastic import check_probability, law_metrics, run_law_case
 from .targets import Target, target
 
-CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
 
-
-@dataclass
-class Side:
-    """One side of a case: its canvas, trace (veridec's, or reconstructed from the recorded calls) and costs."""
-
-    canvas: torch.Tensor | None = None
-    trace: object = None
-    counters: object = None
-    nfe: int | None = None
-    error: str | None = None
-    logit_error: float | None = None  # tier A: its cached calls' largest logit error against full forwards
-    hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
 
 
 @dataclass
@@ -76,79 +63,14 @@ def run_case(candidate: Callable, fit, goal: Target, model, case: dict, conventi
         case = resolve_case(case, model, prompt, mask)
     except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
         return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
-    ours = _run_target(goal, model, prompt, mask, case, convention, ties)
+    ours = run_target(goal, model, prompt, mask, case, convention, ties)
     if ours.error is not None:
         return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
     limit = 2 * ours.counters.model_calls + CALL_SLACK
-    theirs = _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit, measure_logits)
+    theirs = run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit, measure_logits)
     outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
     _compare(outcome, model, prompt, mask, numeric_error)
     return outcome
-
-
-def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
-    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
-    max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
-    before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
-    fewer). ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
-    settings = case["settings"]
-    threshold = settings.get("threshold")
-    if not isinstance(threshold, dict):
-        return case
-    canvas, full_mask = initial_canvas(model, prompt, mask, settings["gen_length"], model.special.mask_id)
-    with torch.no_grad():
-        logits = model(canvas, attention_mask=full_mask).logits[0]  # [L, V] row 0
-    end = prompt.shape[1] + settings["block_length"]
-    candidates = (canvas[0, :end] == model.special.mask_id).nonzero().flatten()
-    confidence = torch.softmax(logits[candidates].double(), dim=-1).max(dim=-1).values.sort(descending=True).values
-    rank = min(threshold["at_confidence"], confidence.numel() - 1)
-    return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
-
-
-def _run_target(goal: Target, model, prompt, mask, case, convention, ties: str) -> Side:
-    torch.manual_seed(case["seed"])
-    try:
-        if not goal.veridec:
-            return _run_foreign(goal.decode, goal.fit, goal, RecordingModel(model), prompt, mask, case, convention)
-        settings, hook_calls = live_hooks(goal.settings_of(case))
-        decoded = goal.decode(model, prompt, mask, ties, **settings)
-        return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
-    except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
-        return Side(error=f"{type(err).__name__}: {err}")
-
-
-def _run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int,
-                   measure_logits: bool = False) -> Side:
-    recording = RecordingModel(model, limit=limit, keep_logits=measure_logits)
-    torch.manual_seed(case["seed"])
-    try:
-        side = _run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
-        if measure_logits and side.trace is not None:  # the trace places the commits the errors need
-            side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
-        return side
-    except CallLimitExceeded:
-        return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
-    except CandidateError as err:
-        return Side(counters=recording.counters(), error=str(err))
-    except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
-        return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
-
-
-def _run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
-    """A decoder written elsewhere, on the recorded model behind ``convention``."""
-    model = recording.model
-    settings, hook_calls = live_hooks(goal.settings_of(case))
-    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, settings, goal.mask_name,
-                                 model.special.mask_id)
-    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe,
-                hook_calls=hook_calls)
-
-
-def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model):
-    try:
-        return recording.trace(tokens, prompt_length, model.special.mask_id)
-    except (ValueError, RuntimeError):  # drafts or stacked calls: no commit order to reconstruct
-        return None
 
 
 def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
@@ -158,7 +80,7 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
         problems.append(f"the candidate failed: {theirs.error}")
         outcome.verdict = "diverged"
         return
-    canvas = _full_canvas(theirs.canvas, ours.canvas)
+    canvas = full_canvas(theirs.canvas, ours.canvas)
     if canvas is None:
         problems.append(f"the candidate returned shape {tuple(theirs.canvas.shape)}, the target "
                         f"{tuple(ours.canvas.shape)}")
@@ -194,16 +116,6 @@ def _hook_steps(side: Side) -> str:
     """The hook calls as ``tokens@None logits@0 tokens@0 ...`` (at most 12)."""
     calls = [f"{name.split('_')[1]}@{step}" for name, step, _ in side.hook_calls]
     return " ".join(calls[:12]) + (f" ... ({len(calls)} calls)" if len(calls) > 12 else "")
-
-
-def _full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
-    """The candidate's output as the whole canvas [B, P + G] (it may return the generation only)."""
-    if tokens.shape == canvas.shape:
-        return tokens
-    if tokens.shape[0] == canvas.shape[0] and tokens.shape[1] < canvas.shape[1]:
-        prompt = canvas[:, : canvas.shape[1] - tokens.shape[1]]
-        return torch.cat([prompt.to(tokens.device), tokens], dim=1)
-    return None
 
 
 def _compare_costs(ours: Side, theirs: Side, problems: list[str]) -> None:
@@ -266,6 +178,9 @@ class CheckResult:
     command: str = ""
     source: str | None = None  # FILE.py:FUNCTION when loaded with load_candidate
     module: str | None = None  # the candidate's module otherwise
+    alpha: float = 0.01  # tier S: the check's false-alarm rate
+    delta: float = 0.05  # tier S: the TV each test detects with probability 0.95
+    samples: int | None = None  # tier S: samples per side when given (else derived from alpha and delta)
 
     def to_dict(self) -> dict:
         return result_dict(self)
@@ -275,20 +190,30 @@ class CheckResult:
 
 
 def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, model="default", cache: str = "none",
-                  convention: str | None = None, settings=None, tier: str = "E", max_examples: int = 50,
+                  convention: str | None = None, settings=None, tier: str = "E", max_examples: int | None = None,
                   seed: int = 0, max_batch: int = 3, padding: bool | None = None, numeric_error: float = 0.0,
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
-                  ties: str = "lowest") -> CheckResult:
+                  ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05,
+                  samples: int | None = None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
-    callable in ``convention``) on ``max_examples`` drawn cases. ``model``: a name (default, hmm, tiny-llada,
-    tiny-dream), a model folder, or a model object. ``settings``: a dict (or a strategy of dicts) of settings
-    held fixed. ``max_batch`` / ``padding``: what the candidate supports (padding defaults to whether it takes
-    an ``attention_mask``). Tier "E" fails on the first divergence and shrinks it; tier "A" runs every case and
-    measures (``case_metrics``) the exact rate, token and commit-order match, the logit error of the candidate's
-    cached calls and both sides' counters, failing only where worse than ``baseline`` (a previous ``metrics``).
+    callable in ``convention``) on ``max_examples`` drawn cases (default 50; tier S: 5).
+
+    ``model``: a name (default, hmm, tiny-llada, tiny-dream), a model folder, or a model object. ``settings``: a
+    dict (or a strategy of dicts) of settings held fixed. ``max_batch`` / ``padding``: what the candidate
+    supports (padding defaults to whether it takes an ``attention_mask``). Tier "E" fails on the first
+    divergence and shrinks it; tier "A" runs every case and measures (``case_metrics``) the exact rate, token and
+    commit-order match, the logit error of the candidate's cached calls and both sides' counters, failing only
+    where worse than ``baseline`` (a previous ``metrics``). Tier "S" compares output laws at temperature > 0 from
+    independent samples (spec/stochastic.md): false-alarm rate at most ``alpha`` over the whole check, a TV of
+    ``delta`` detected with probability 0.95 per test (``samples`` per side derived from both unless given).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
-    if tier not in ("E", "A"):
-        raise ValueError(f"tier must be 'E' or 'A', got {tier!r}")
+    if tier not in ("E", "A", "S"):
+        raise ValueError(f"tier must be 'E', 'A' or 'S', got {tier!r}")
+    max_examples = (5 if tier == "S" else 50) if max_examples is None else max_examples
+    check_probability("alpha", alpha)
+    check_probability("delta", delta)
+    if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 2):
+        raise ValueError(f"samples must be None or an integer >= 2, got {samples!r}")
     if ties not in ("lowest", "torch"):
         raise ValueError(f"ties must be 'lowest' or 'torch', got {ties!r}")
     for name, value, low in (("max_examples", max_examples, 1), ("max_batch", max_batch, 1)):
@@ -304,14 +229,20 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     fit = fit_candidate(candidate, goal)
     padding = fit.takes("attention_mask") if padding is None else padding
     strategy = cases(model, goal, {n for n in goal.settings if fit.takes(n)}, fit.defaults, max_batch, padding,
-                     settings)
+                     settings, sampled=tier == "S")
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None),
-                         module=getattr(candidate, "__module__", None))
+                         module=getattr(candidate, "__module__", None), alpha=alpha, delta=delta,
+                         samples=samples)
     run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties, tier == "A")
+    if tier == "S":  # Bonferroni over the cases: the whole check's false-alarm rate is at most alpha
+        cases_run = 1 if case is not None else max_examples
+        run_one = lambda case: run_law_case(candidate, fit, goal, model, case, convention, alpha / cases_run,
+                                            samples, delta, ties, progress)
     with torch.no_grad():
         if case is None:
-            _search(run_one, strategy, result, max_examples, progress)
+            _search(run_one, strategy, result, max_examples, progress, shrink=tier == "E",
+                    metrics=law_metrics if tier == "S" else case_metrics)
         else:
             _replay(run_one, _checked_case(case), result)
     if tier == "A":
@@ -326,8 +257,10 @@ def _label(candidate) -> str:
     return getattr(candidate, "__veridec_source__", None) or getattr(candidate, "__qualname__", repr(candidate))
 
 
-def _search(run_one, strategy, result: CheckResult, max_examples: int, progress: bool) -> None:
-    """Run drawn cases until one fails (tier E: then Hypothesis shrinks it) or all pass."""
+def _search(run_one, strategy, result: CheckResult, max_examples: int, progress: bool, shrink: bool = True,
+            metrics=None) -> None:
+    """Run drawn cases until one fails (tiers E and S; E then shrinks it) or all pass; ``metrics`` of the cases
+    run become ``result.metrics``."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=max_examples, desc=f"check {result.candidate}", disable=not progress, unit="case")
@@ -335,10 +268,13 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
 
     @hypothesis_settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
                          verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck), print_blob=False,
-                         report_multiple_bugs=False, phases=(Phase.generate, Phase.shrink))
+                         report_multiple_bugs=False, phases=(Phase.generate, Phase.shrink) if shrink else
+                         (Phase.generate,))
     @hypothesis_seed(result.seed)
     @given(strategy)
     def trial(case):
+        if failures and not shrink:  # Hypothesis replays the failing case: it has been run
+            raise AssertionError("; ".join(failures[-1].problems))
         outcome = run_one(case)
         if outcome.verdict == "skipped":
             result.skipped += 1
@@ -348,7 +284,7 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
             bar.update(1)
             result.numeric_ties += outcome.verdict == "tie"
             counted.append(outcome)
-        if outcome.failed and result.tier == "E":
+        if outcome.failed and result.tier != "A":
             failures.append(outcome)
             raise AssertionError("; ".join(outcome.problems))
 
@@ -365,7 +301,7 @@ def _search(run_one, strategy, result: CheckResult, max_examples: int, progress:
         result.passed, result.trials_to_detection = False, result.trials
         result.failure = failures[-1]  # Hypothesis replays the shrunk case last
         result.first_failing_case = failures[0].case
-    result.metrics = case_metrics(counted)
+    result.metrics = (metrics or case_metrics)(counted)
 
 
 COST_FIELDS = ("model_calls", "full_forwards", "query_positions")
@@ -394,7 +330,7 @@ def _replay(run_one, case: dict, result: CheckResult) -> None:
     if outcome.verdict == "skipped":
         raise ValueError(f"case: {outcome.problems[0]}")
     result.trials, result.numeric_ties = 1, int(outcome.verdict == "tie")
-    result.metrics = case_metrics([outcome])
+    result.metrics = (law_metrics if result.tier == "S" else case_metrics)([outcome])
     if outcome.failed:
         result.passed, result.trials_to_detection, result.failure = False, 1, outcome
         result.first_failing_case = outcome.case

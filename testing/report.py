@@ -13,7 +13,12 @@ from .hooks import live_hooks
 def result_dict(result) -> dict:
     data = {key: value for key, value in asdict(result).items() if key != "failure"}
     failure = result.failure
-    if failure is not None:
+    if failure is not None and result.tier == "S":
+        data["failure"] = {"case": failure.case, "problems": failure.problems, "samples": failure.samples,
+                           "detectable_tv": failure.delta, "top": {k: [[list(o), c] for o, c in v]
+                                                                   for k, v in failure.top.items()},
+                           "tests": None if failure.comparison is None else failure.comparison.tests}
+    elif failure is not None:
         data["failure"] = {"case": failure.case, "problems": failure.problems, "diagnosis": failure.diagnosis,
                            "target_counters": _counters(failure.target), "candidate_counters": _counters(
                                failure.candidate), "candidate_nfe": failure.candidate.nfe,
@@ -32,11 +37,13 @@ def markdown(result) -> str:
              f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
              f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {result.skipped} refused by the "
              "target)"]
-    if result.tier == "A":
+    if result.tier in ("A", "S"):
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
     failure = result.failure
     if failure is None:
         return "\n".join(lines) + "\n"
+    if result.tier == "S":
+        return "\n".join(lines + _law_lines(result)) + "\n"
     lines += [f"- detected after {result.trials_to_detection} case(s); shrunk to the case below", "",
               "## What differs", *[f"- {problem}" for problem in failure.problems]]
     if failure.diagnosis:
@@ -47,6 +54,20 @@ def markdown(result) -> str:
               "", "## Case", "```json", json.dumps(failure.case), "```",
               "", "## Reproduce", "```python", result.reproducer.rstrip(), "```", "```sh", result.command, "```"]
     return "\n".join(lines) + "\n"
+
+
+def _law_lines(result) -> list[str]:
+    """Tier S's failure: the test that fired, each side's most frequent outputs, the case and its rerun."""
+    failure = result.failure
+    lines = [f"- detected at case {result.trials_to_detection} (not shrunk: samples are random)", "",
+             "## What differs", *[f"- {problem}" for problem in failure.problems]]
+    for side, top in failure.top.items():
+        lines.append(f"- {side}'s most frequent outputs: " + ", ".join(f"{list(o)} x{c}" for o, c in top))
+    if failure.delta is not None:
+        lines.append(f"- each test detects a total variation of {failure.delta:.3g} with probability 0.95 "
+                     "(spec ST3)")
+    return lines + ["", "## Case", "```json", json.dumps(failure.case), "```", "", "## Reproduce", "```python",
+                    result.reproducer.rstrip(), "```", "```sh", result.command, "```"]
 
 
 def _diagnosis_lines(diagnosis: dict) -> list[str]:
@@ -63,8 +84,18 @@ def _diagnosis_lines(diagnosis: dict) -> list[str]:
 
 
 def reproducer_snippet(result, goal, fit, model_name: str) -> str:
-    """Python that reruns the failing case on both sides and prints both canvases."""
+    """Python that reruns the failing case on both sides and prints both canvases (tier S: reruns the check of
+    the case, whose samples are drawn from seeds derived from it)."""
     case = result.failure.case
+    if result.tier == "S":
+        load = (f'candidate = load_candidate("{result.source}")' if result.source else
+                f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
+        return "\n".join([
+            "from veridec.testing import check_decoder, load_candidate", load,
+            f"result = check_decoder(candidate, {result.against.split()[0]!r}, cache={_cache(result)!r}, "
+            f"convention={result.convention!r}, model={model_name!r}, tier='S', ties={result.ties!r}, "
+            f"alpha={result.alpha!r}, delta={result.delta!r}, samples={result.samples!r}, case={case!r})",
+            "print(result.markdown())"]) + "\n"
     settings, _ = live_hooks(goal.settings_of(case))
     arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
     load = (f'candidate = load_candidate("{result.source}")' if result.source else
@@ -101,4 +132,14 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
     words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
              "--cache", cache, "--convention", result.convention, "--model", model_name,
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]
+    if result.tier == "S":
+        words[-2:-2] = ["--tier", "S", "--alpha", str(result.alpha), "--delta", str(result.delta)]
+        if result.samples is not None:
+            words[-2:-2] = ["--samples", str(result.samples)]
     return shlex.join(words)
+
+
+def _cache(result) -> str:
+    """The cache policy in the target's name ("fastdllm --cache dual" -> "dual")."""
+    words = result.against.split()
+    return words[words.index("--cache") + 1] if "--cache" in words else "none"

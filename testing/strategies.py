@@ -56,13 +56,13 @@ def prompts(draw, model, max_batch: int = 3, padding: bool = True, infill: bool 
 
 
 @st.composite
-def block_settings(draw, names, defaults: dict):
+def block_settings(draw, names, defaults: dict, sampled: bool = False):
     """LLaDA / Fast-dLLM settings among ``names``: blocks, steps, temperature, remasking, rule. A candidate that
     names no ``block_length`` (``steps``) decodes as one block (one token per step) on the target's side."""
     blocks, block_length = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     settings = {"gen_length": blocks * block_length, "block_length": block_length,
                 "steps": blocks * draw(st.integers(1, block_length)),
-                "temperature": draw(st.sampled_from(TEMPERATURES)),
+                "temperature": draw(st.sampled_from(TEMPERATURES[1:] if sampled else TEMPERATURES)),
                 "remasking": draw(st.sampled_from(("low_confidence", "random")))}
     if "cfg_scale" in names:
         settings["cfg_scale"] = draw(st.sampled_from((0.0, 1.5)))
@@ -88,13 +88,14 @@ def thresholds(default):
 
 
 @st.composite
-def dream_settings(draw, names, tokens=range(96)):
+def dream_settings(draw, names, tokens=range(96), sampled: bool = False):
     """Dream's settings among ``names``; its hooks (when named) drawn as descriptions (testing.hooks), or absent,
-    over prompt-free ``tokens``."""
+    over prompt-free ``tokens``. ``sampled``: temperatures > 0 only (tier S)."""
     new = draw(st.integers(1, 8))
     steps = draw(st.integers(1, new + 2))
     settings = {"max_new_tokens": new, "steps": steps,
-                "alg": draw(st.sampled_from(DREAM_ALGS)), "temperature": draw(st.sampled_from(TEMPERATURES[:2])),
+                "alg": draw(st.sampled_from(DREAM_ALGS)),
+                "temperature": draw(st.sampled_from(TEMPERATURES[1:] if sampled else TEMPERATURES[:2])),
                 "top_p": draw(st.sampled_from((None, 0.9))), "top_k": draw(st.sampled_from((None, 5))),
                 "alg_temp": draw(st.sampled_from((None, 0.5)))}
     settings = {name: value for name, value in settings.items() if name in names}
@@ -108,12 +109,14 @@ def dream_settings(draw, names, tokens=range(96)):
 
 
 @st.composite
-def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, padding: bool = True, fixed=None):
+def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, padding: bool = True, fixed=None,
+          sampled: bool = False):
     """A whole case for ``target``'s settings that the candidate names (``names``); ``fixed`` (a dict, or a
-    strategy of dicts) overrides drawn settings."""
+    strategy of dicts) overrides drawn settings; ``sampled``: temperatures > 0 only (tier S)."""
     dream = target.length_name == "max_new_tokens"
     prompt, mask = draw(prompts(model, max_batch, padding, infill=not dream))
-    settings = draw(dream_settings(names, ordinary_tokens(model)) if dream else block_settings(names, defaults))
+    settings = draw(dream_settings(names, ordinary_tokens(model), sampled) if dream else
+                    block_settings(names, defaults, sampled))
     if fixed is not None:
         settings.update(draw(fixed) if isinstance(fixed, st.SearchStrategy) else fixed)
     return {"prompt": prompt, "attention_mask": mask, "seed": draw(st.integers(0, 2**31 - 1)), "settings": settings}

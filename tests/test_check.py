@@ -256,7 +256,7 @@ def test_tier_a_measures_and_fails_only_against_its_baseline():
 
 def test_bad_arguments_of_check_decoder():
     generate = load_candidate(f"{EXAMPLE}:generate")
-    for kwargs, message in (({"tier": "S"}, "tier"), ({"max_examples": 0}, "max_examples"),
+    for kwargs, message in (({"tier": "X"}, "tier"), ({"max_examples": 0}, "max_examples"),
                             ({"numeric_error": float("nan")}, "numeric_error"), ({"ties": "highest"}, "ties"),
                             ({"against": "vllm"}, "against must be"), ({"model": "tiny-dream"}, "LLaDA")):
         with pytest.raises(ValueError, match=message):
@@ -374,7 +374,7 @@ def test_the_exported_joint_and_decode_state_strategies_draw_what_they_say(state
 def test_a_threshold_drawn_at_a_confidence_is_that_confidence():
     """EC2: {"at_confidence": r} becomes row 0's r-th (0-based) largest float64 max-probability over the masks
     before the first block's end, recomputed here position by position."""
-    from veridec.testing.check import resolve_case
+    from veridec.testing.running import resolve_case
 
     model = check_model("tiny-llada")
     prompt = torch.tensor([[5, model.special.mask_id, 7], [9, 10, 11]])

@@ -117,6 +117,7 @@ def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["tier_e_all_pass"] and len(report["tier_e"]) == 2 * len(PRESETS) + 12 + 4
     assert sum(key.startswith("speculative/") for key in report["tier_e"]) == 12
+    assert len(report["foreign_decoders"]) == 5 and all(report["foreign_decoders"].values())
     assert report["timing"]["full_forward_ms"] > 0 and report["timing"]["ratio"] > 0
     bf16 = report["bf16_rounding"]
     assert 0 < bf16["max_logit_error"] and bf16["argmax_agree_where_decided"] == bf16["positions_decided"]

@@ -15,7 +15,8 @@ from veridec.harness.mutants_independent import MUTANTS as INDEPENDENT
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
-         "veridec/numerics", "veridec/canvas", "veridec/decoding", "reference", "optimized", "proofs_checks"}
+         "veridec/numerics", "veridec/canvas", "veridec/decoding", "reference", "optimized", "proofs_checks",
+         "veridec/adapters", "veridec/recording", "testing"}
 
 
 def test_catalogue_size_names_and_spread():

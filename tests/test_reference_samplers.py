@@ -196,3 +196,24 @@ def test_eos_flags_need_eos_ids():
     with pytest.raises(ValueError, match="confidence_eos_eot_inf needs"):
         generate(MODELS["hmm"](), torch.zeros(1, 2, dtype=torch.long), gen_length=2, block_length=2, steps=2,
                  confidence_eos_eot_inf=True)
+
+
+def test_top_p_ties_follow_the_lowest_id_or_the_official_torch_sort():
+    """SQ2.5 / N5: 150 logits, 60 of them tied at the nucleus boundary. ``ties="lowest"`` keeps the tied tokens
+    of lowest id; ``ties="torch"`` keeps those the official ``torch.sort(logits, descending=True)`` puts first,
+    which on this input is another set (so a Dream decoder written against the official code can be compared
+    token for token: veridec check's ``--ties torch``)."""
+    from veridec.rules.dream import top_p_logits
+
+    logits = torch.tensor([[1.0, 2.0, 2.0, 0.0, 2.0] * 30])  # [1, 150]: 90 tokens tied at the top
+    top_p = 0.5  # about 45 of the 90 tied tokens survive
+    official = torch.sort(logits, descending=True)  # the official call (unstable)
+    if torch.equal(official.indices, torch.sort(logits, descending=True, stable=True).indices):
+        pytest.skip("this torch build's unstable sort keeps tied logits in id order: the two modes coincide")
+    cumulative = official.values.softmax(-1).cumsum(-1)
+    keep = official.indices[0, : int((cumulative[0] <= top_p).sum()) + 1]  # the prefix up to the crossing token
+    kept = lambda ties: (top_p_logits(logits, top_p, ties)[0] > torch.finfo(logits.dtype).min).nonzero().flatten()
+    assert sorted(kept("torch").tolist()) == sorted(keep.tolist())
+    tied = (logits[0] == 2).nonzero().flatten()
+    assert kept("lowest").tolist() == tied[: len(keep)].tolist()
+    assert kept("lowest").tolist() != sorted(keep.tolist())

@@ -49,10 +49,12 @@ class DreamParams:
         check_choice("ties", self.ties, TIES)
 
 
-def top_p_logits(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+def top_p_logits(logits: torch.Tensor, top_p: float, ties: str = "lowest") -> torch.Tensor:
     """Nucleus filter: keep the smallest prefix (by descending logit) whose probability exceeds top_p, the
-    token crossing the threshold included; others get the dtype's minimum (SQ2.5)."""
-    sorted_logits, sorted_index = torch.sort(logits, descending=True, stable=True)  # ties: lowest id first (N5)
+    token crossing the threshold included; others get the dtype's minimum (SQ2.5). Equal logits in the prefix:
+    lowest id first (N5), or with ``ties="torch"`` in the official code's unstable ``torch.sort`` order."""
+    stable = ties == "lowest"
+    sorted_logits, sorted_index = torch.sort(logits, descending=True, stable=stable)  # [N, V]
     cumulative = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
     remove = cumulative > top_p
     remove[..., 1:] = remove[..., :-1].clone()
@@ -68,12 +70,12 @@ def top_k_logits(logits: torch.Tensor, top_k: int) -> torch.Tensor:
 
 
 def filtered_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
-                   top_k: int | None = None) -> torch.Tensor:
+                   top_k: int | None = None, ties: str = "lowest") -> torch.Tensor:
     """SQ2.5's distribution [N, V]: divide by T (T > 0), then top-p, then top-k, then softmax."""
     if temperature > 0:
         logits = logits / temperature
     if top_p is not None and top_p < 1:
-        logits = top_p_logits(logits, top_p)
+        logits = top_p_logits(logits, top_p, ties)
     if top_k is not None:
         logits = top_k_logits(logits, top_k)
     return torch.softmax(logits, dim=-1)
@@ -81,14 +83,14 @@ def filtered_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float 
 
 def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
                   top_k: int | None = None, margin_confidence: bool = False, neg_entropy: bool = False,
-                  generator: torch.Generator | None = None):
+                  generator: torch.Generator | None = None, ties: str = "lowest"):
     """logits [N, V] -> (confidence [N], tokens [N]) as Dream's ``sample_tokens`` (SQ2.5).
 
     Sampling draws exactly what the official ``Categorical(probs).sample()`` draws (one multinomial over the
     renormalised probabilities) but never falls back silently to greedy decoding, as the official bare
     ``except`` does when bf16 probabilities fail Categorical's validation.
     """
-    probs = filtered_probs(logits, temperature, top_p, top_k)
+    probs = filtered_probs(logits, temperature, top_p, top_k, ties)
     if temperature > 0:  # what Categorical(probs).sample() draws, with an optional generator
         tokens = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, True, generator=generator)[:, 0]
         confidence = probs.gather(-1, tokens[:, None])[:, 0]
@@ -117,7 +119,7 @@ def dream_step(logits: torch.Tensor, x: torch.Tensor, *, step: int, timesteps: t
         return StepResult(new_x, full_confidence, order, logits)
     confidence, x0 = sample_tokens(mask_logits, params.temperature, params.top_p, params.top_k,
                                    margin_confidence=params.alg == "topk_margin",
-                                   neg_entropy=params.alg == "entropy", generator=generator)
+                                   neg_entropy=params.alg == "entropy", generator=generator, ties=params.ties)
     full_confidence[mask_index] = confidence.to(full_confidence.dtype)
     proposals = torch.full_like(x, mask_id)
     proposals[mask_index] = x0
@@ -159,7 +161,7 @@ def _origin(x, mask_index, mask_logits, p_transfer, params, mask_id, full_confid
     reveal = torch.rand(proposals.shape, device=x.device, generator=generator) < p_transfer
     if reveal.any():
         confidence, proposals[reveal] = sample_tokens(mask_logits[reveal], params.temperature, params.top_p,
-                                                      params.top_k, generator=generator)
+                                                      params.top_k, generator=generator, ties=params.ties)
         revealed_conf = torch.full(proposals.shape, -torch.inf, dtype=full_confidence.dtype, device=x.device)
         revealed_conf[reveal] = confidence.to(full_confidence.dtype)
         full_confidence[mask_index] = revealed_conf

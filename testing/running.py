@@ -1,0 +1,107 @@
+"""Running one side of a case: veridec's decoder on the model, or a decoder written elsewhere on the model behind
+its calling convention (veridec.adapters) and a recording proxy (veridec.recording), torch's global RNG seeded
+with the case's seed first. Shared by the tiers (check.py: E and A; stochastic.py: S)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from veridec.adapters import adapt
+from veridec.canvas import initial_canvas
+from veridec.recording import CallLimitExceeded, RecordingModel
+
+from .candidates import CandidateError, call_candidate
+from .hooks import live_hooks
+from .targets import Target
+
+CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
+
+
+@dataclass
+class Side:
+    """One side of a case: its canvas, trace (veridec's, or reconstructed from the recorded calls) and costs."""
+
+    canvas: torch.Tensor | None = None
+    trace: object = None
+    counters: object = None
+    nfe: int | None = None
+    error: str | None = None
+    logit_error: float | None = None  # tier A: its cached calls' largest logit error against full forwards
+    hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
+
+
+def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
+    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
+    max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
+    before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
+    fewer). ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
+    settings = case["settings"]
+    threshold = settings.get("threshold")
+    if not isinstance(threshold, dict):
+        return case
+    canvas, full_mask = initial_canvas(model, prompt, mask, settings["gen_length"], model.special.mask_id)
+    with torch.no_grad():
+        logits = model(canvas, attention_mask=full_mask).logits[0]  # [L, V] row 0
+    end = prompt.shape[1] + settings["block_length"]
+    candidates = (canvas[0, :end] == model.special.mask_id).nonzero().flatten()
+    confidence = torch.softmax(logits[candidates].double(), dim=-1).max(dim=-1).values.sort(descending=True).values
+    rank = min(threshold["at_confidence"], confidence.numel() - 1)
+    return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
+
+
+def run_target(goal: Target, model, prompt, mask, case, convention, ties: str) -> Side:
+    torch.manual_seed(case["seed"])
+    try:
+        if not goal.veridec:
+            return run_foreign(goal.decode, goal.fit, goal, RecordingModel(model), prompt, mask, case, convention)
+        settings, hook_calls = live_hooks(goal.settings_of(case))
+        decoded = goal.decode(model, prompt, mask, ties, **settings)
+        return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
+    except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
+        return Side(error=f"{type(err).__name__}: {err}")
+
+
+def run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int,
+                   measure_logits: bool = False) -> Side:
+    recording = RecordingModel(model, limit=limit, keep_logits=measure_logits)
+    torch.manual_seed(case["seed"])
+    try:
+        side = run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
+        if measure_logits and side.trace is not None:  # the trace places the commits the errors need
+            side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
+        return side
+    except CallLimitExceeded:
+        return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
+    except CandidateError as err:
+        return Side(counters=recording.counters(), error=str(err))
+    except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
+        return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
+
+
+def run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
+    """A decoder written elsewhere, on the recorded model behind ``convention``."""
+    model = recording.model
+    settings, hook_calls = live_hooks(goal.settings_of(case))
+    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, settings, goal.mask_name,
+                                 model.special.mask_id)
+    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe,
+                hook_calls=hook_calls)
+
+
+def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model):
+    try:
+        return recording.trace(tokens, prompt_length, model.special.mask_id)
+    except (ValueError, RuntimeError):  # drafts or stacked calls: no commit order to reconstruct
+        return None
+
+
+def full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
+    """The candidate's output as the whole canvas [B, P + G] (it may return the generation only)."""
+    if tokens.shape == canvas.shape:
+        return tokens
+    if tokens.shape[0] == canvas.shape[0] and tokens.shape[1] < canvas.shape[1]:
+        prompt = canvas[:, : canvas.shape[1] - tokens.shape[1]]
+        return torch.cat([prompt.to(tokens.device), tokens], dim=1)
+    return None

@@ -1,0 +1,202 @@
+"""Tier S: two decoders compared by their output laws, from independent samples (spec/stochastic.md).
+
+For one case, each side decodes ``N`` times under its own seeds; the outputs (the generated tokens of every row,
+as one tuple) are compared by chi-square tests of homogeneity (scipy.stats.chi2_contingency): the whole output,
+each position's token and each adjacent pair's tokens, every test over at most ``MAX_CELLS`` cells (the most
+frequent values of the pooled sample, each seen at least ``MIN_POOLED`` times, the rest pooled into one cell).
+The case fails when a Bonferroni-corrected p-value is below ``alpha`` (ST2). ``samples_for_power`` gives the
+``N`` that detects a total variation of ``delta`` over a test's cells with probability ``power`` (ST3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from .running import CALL_SLACK, full_canvas, resolve_case, run_candidate, run_target
+
+MAX_CELLS = 20  # cells per test: df <= 19
+MIN_POOLED = 5  # a value gets its own cell when the two samples together hold it this often
+
+
+@dataclass
+class LawComparison:
+    """The tests of one case: each (name, statistic, df, p) and the verdict at the corrected level."""
+
+    samples: int
+    tests: list[tuple[str, float, int, float]] = field(default_factory=list)
+    alpha: float = 0.01
+
+    @property
+    def smallest_p(self) -> float:
+        return min((p for *_, p in self.tests), default=1.0)
+
+    @property
+    def corrected_p(self) -> float:
+        """Bonferroni over the case's tests (ST2)."""
+        return min(1.0, self.smallest_p * max(1, len(self.tests)))
+
+    @property
+    def differs(self) -> bool:
+        return self.corrected_p < self.alpha
+
+    def worst(self) -> tuple[str, float, int, float] | None:
+        return min(self.tests, key=lambda t: t[3], default=None)
+
+
+def compare_laws(a: list[tuple], b: list[tuple], alpha: float) -> LawComparison:
+    """Hold two equal-sized samples of outputs (tuples of tokens) against each other: the whole output, each
+    position, each adjacent pair (``alpha`` for the case as a whole; Bonferroni inside)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"the two samples must be non-empty and of one size, got {len(a)} and {len(b)}")
+    length = len(a[0])
+    views = [("output", lambda o: o)]
+    views += [(f"position {i}", (lambda i: lambda o: o[i])(i)) for i in range(length)]
+    views += [(f"pair {i},{i + 1}", (lambda i: lambda o: o[i:i + 2])(i)) for i in range(length - 1)]
+    result = LawComparison(len(a), alpha=alpha)
+    for name, view in views:
+        statistic, df, p = homogeneity(Counter(map(view, a)), Counter(map(view, b)))
+        result.tests.append((name, statistic, df, p))
+    return result
+
+
+def homogeneity(a: Counter, b: Counter) -> tuple[float, int, float]:
+    """Chi-square test that two samples share a law, over the pooled cells (ST1); (statistic, df, p)."""
+    pooled = a + b
+    ranked = sorted(pooled, key=lambda value: (-pooled[value], repr(value)))
+    own = [value for value in ranked if pooled[value] >= MIN_POOLED][: MAX_CELLS - 1]
+    rest = [value for value in pooled if value not in set(own)]
+    table = np.array([[side[value] for value in own] + [sum(side[value] for value in rest)] for side in (a, b)])
+    table = table[:, table.sum(axis=0) > 0]  # [2, cells]
+    if table.shape[1] < 2:
+        return 0.0, 0, 1.0  # one value on both sides: nothing can differ
+    statistic, p, df, _ = stats.chi2_contingency(table, correction=False)
+    return float(statistic), int(df), float(p)
+
+
+def samples_for_power(delta: float, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1) -> int:
+    """The samples per side at which a chi-square test at level ``alpha`` with ``df`` degrees of freedom detects
+    two laws at total variation ``delta`` (over its cells) with probability ``power`` (ST3): the noncentrality
+    of N samples per side is N * sum (p - q)^2 / (p + q) >= 2 N delta^2."""
+    check_probability("delta", delta)
+    check_probability("alpha", alpha)
+    check_probability("power", power)
+    critical = stats.chi2.isf(alpha, df)
+    detects = lambda n: stats.ncx2.sf(critical, df, 2 * n * delta**2) >= power
+    high = 1
+    while not detects(high):
+        high *= 2
+    low = high // 2
+    while high - low > 1:  # detects(high) and not detects(low), unless low == 0
+        middle = (low + high) // 2
+        low, high = (low, middle) if detects(middle) else (middle, high)
+    return high
+
+
+def detectable_delta(samples: int, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1) -> float:
+    """The smallest total variation ``samples_for_power`` would detect with ``samples`` per side."""
+    critical = stats.chi2.isf(alpha, df)
+    noncentrality = _noncentrality_for_power(critical, df, power)
+    return math.sqrt(noncentrality / (2 * samples))
+
+
+def _noncentrality_for_power(critical: float, df: int, power: float) -> float:
+    low, high = 0.0, 1.0
+    while stats.ncx2.sf(critical, df, high) < power:
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (low, middle) if stats.ncx2.sf(critical, df, middle) >= power else (middle, high)
+    return high
+
+
+def check_probability(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+
+
+@dataclass
+class LawOutcome:
+    """Tier S's outcome of one case (``verdict``: "same law", "differs", "failed" or "skipped")."""
+
+    case: dict
+    verdict: str
+    problems: list[str] = field(default_factory=list)
+    comparison: LawComparison | None = None
+    samples: int = 0
+    delta: float | None = None  # the TV each test detects with probability 0.95 at its level
+    top: dict = field(default_factory=dict)  # each side's most frequent outputs, with counts
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("differs", "failed")
+
+
+def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha: float, samples: int | None,
+                 delta: float, ties: str = "lowest", progress: bool = False) -> LawOutcome:
+    """Decode ``case`` ``samples`` times on each side (seeds 2i on ours, 2i + 1 on theirs, offset by the case's
+    seed) and compare the laws of the generated tokens at level ``alpha`` (ST2); ``samples=None``: as many as
+    detect a TV of ``delta`` with probability 0.95 (ST3)."""
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
+    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    try:
+        case = resolve_case(case, model, prompt, mask)
+    except ValueError as err:
+        return LawOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
+    mask_id = model.special.mask_id
+    decoded = prompt.shape[0] * _generated(goal, case) + int((prompt == mask_id).sum())  # positions decoded
+    tests = 2 * decoded  # the whole output, each position, each adjacent pair
+    n = samples or samples_for_power(delta, alpha / tests)
+    ours, theirs = [], []
+    for i in tqdm(range(n), desc="samples per side", unit="pair", disable=not progress, leave=False):
+        drawn = {**case, "seed": case["seed"] + 2 * i}
+        target = run_target(goal, model, prompt, mask, drawn, convention, ties)
+        if target.error is not None:
+            return LawOutcome(case, "skipped", [f"the target refused the case: {target.error}"])
+        limit = 2 * target.counters.model_calls + CALL_SLACK
+        side = run_candidate(candidate, fit, goal, model, prompt, mask, {**drawn, "seed": drawn["seed"] + 1},
+                             convention, limit)
+        canvas = None if side.error is not None else full_canvas(side.canvas, target.canvas)
+        if canvas is None:
+            problem = side.error or f"it returned shape {tuple(side.canvas.shape)}"
+            return LawOutcome(case, "failed", [f"the candidate failed on draw {i}: {problem}"], samples=n)
+        ours.append(_decoded_tokens(target.canvas, prompt, mask_id))
+        theirs.append(_decoded_tokens(canvas, prompt, mask_id))
+    comparison = compare_laws(ours, theirs, alpha)
+    outcome = LawOutcome(case, "differs" if comparison.differs else "same law", comparison=comparison, samples=n,
+                         delta=detectable_delta(n, alpha / tests),
+                         top={"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)})
+    if comparison.differs:
+        name, statistic, df, p = comparison.worst()
+        outcome.problems.append(f"the output laws differ: {name}, chi-square {statistic:.4g} on {df} df, p = {p:.3g} "
+                                f"(Bonferroni over {len(comparison.tests)} tests: {comparison.corrected_p:.3g} < "
+                                f"{alpha:.3g}), {n} samples per side")
+    return outcome
+
+
+def _generated(goal, case: dict) -> int:
+    settings = case["settings"]
+    return settings.get(goal.length_name) or settings["gen_length"]
+
+
+def _decoded_tokens(canvas: torch.Tensor, prompt: torch.Tensor, mask_id: int) -> tuple:
+    """The tokens of every position the decode filled (prompt masks, then each row's generation) as one tuple."""
+    canvas = canvas.cpu()
+    prompt = prompt.cpu()
+    filled = canvas[:, : prompt.shape[1]][prompt == mask_id]  # [prompt masks]
+    return tuple(filled.tolist()) + tuple(canvas[:, prompt.shape[1]:].reshape(-1).tolist())
+
+
+def law_metrics(outcomes: list[LawOutcome]) -> dict:
+    """Tier S over the cases run: samples per side, the TV each test detects (power 0.95) and the smallest
+    corrected p-value."""
+    compared = [o for o in outcomes if o.comparison is not None]
+    return {"cases": len(outcomes), "samples_per_side": [o.samples for o in compared],
+            "detectable_tv": max((o.delta for o in compared), default=None),
+            "smallest_corrected_p": min((o.comparison.corrected_p for o in compared), default=None)}
