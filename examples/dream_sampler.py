@@ -87,13 +87,18 @@ class DreamSampler:
             logits = logits / self.temperature
         if self.top_p is not None and self.top_p < 1:
             ranked, order = torch.sort(logits, descending=True, stable=True)
-            beyond = torch.softmax(ranked, dim=-1).cumsum(-1) > self.top_p
-            beyond = torch.cat([torch.zeros_like(beyond[:, :1]), beyond[:, :-1]], dim=1)  # keep the crossing one
+            beyond = self.beyond_nucleus(torch.softmax(ranked, dim=-1).cumsum(-1))
             logits = logits.masked_fill(beyond.scatter(1, order, beyond), torch.finfo(logits.dtype).min)
         if self.top_k is not None:
             kth = logits.topk(min(self.top_k, logits.shape[-1])).values[:, -1:]
             logits = logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
         return logits
+
+    def beyond_nucleus(self, cumulative):
+        """Which ranked tokens top-p removes, from the cumulative probabilities [N, V]: those after the one that
+        crosses p (it is kept)."""
+        beyond = cumulative > self.top_p
+        return torch.cat([torch.zeros_like(beyond[:, :1]), beyond[:, :-1]], dim=1)
 
     def draw(self, probs):
         """One categorical draw per row (torch.distributions.Categorical's)."""

@@ -19,18 +19,10 @@ class TemperatureAppliedTwice(DreamSampler):
 class TopPDropsCrossingToken(DreamSampler):
     """Top-p removes the token whose cumulative probability crosses p (the shift by one is forgotten)."""
 
-    def filtered(self, logits):
-        if self.temperature > 0:
-            logits = logits / self.temperature
-        if self.top_p is not None and self.top_p < 1:
-            ranked, order = torch.sort(logits, descending=True, stable=True)
-            beyond = torch.softmax(ranked, dim=-1).cumsum(-1) > self.top_p
-            beyond[:, 0] = False
-            logits = logits.masked_fill(beyond.scatter(1, order, beyond), torch.finfo(logits.dtype).min)
-        if self.top_k is not None:
-            kth = logits.topk(min(self.top_k, logits.shape[-1])).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
-        return logits
+    def beyond_nucleus(self, cumulative):
+        beyond = cumulative > self.top_p
+        beyond[:, 0] = False
+        return beyond
 
 
 class ConfidenceBeforeTemperature(DreamSampler):

@@ -135,7 +135,7 @@ def build_model(name: str):
         head[model.special.mask_id] *= spec.mask_row_scale
         if spec.eos_eot_swap:
             generator = torch.Generator().manual_seed(spec.seed)
-            x = torch.randint(0, TEXT_TOKENS, (8, 10), generator=generator)
+            x = torch.randint(0, TEXT_TOKENS, (8, 10), generator=generator, device=generator.device)
             x[:, 4:] = model.special.mask_id
             winners = torch.bincount(model(x).logits[:, 4:].argmax(-1).flatten(), minlength=head.shape[0])
             for special_id, token in zip((model.special.eos_id, model.special.eot_id), winners.topk(2).indices):
@@ -436,8 +436,9 @@ def assign_ids(cases: list[dict]) -> list[dict]:
 
 # ------------------------------------------------------------------------------------ veridec's side
 def case_inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
-    prompt = torch.tensor(case["prompt"], dtype=torch.long)
-    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], dtype=torch.long)
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device="cpu")
+    mask = case["attention_mask"]
+    mask = None if mask is None else torch.tensor(mask, dtype=torch.long, device="cpu")
     return prompt, mask
 
 
@@ -519,7 +520,7 @@ class CanvasLog:
 
     def window(self, tokens: torch.Tensor, positions: torch.Tensor) -> None:
         canvas = self.canvases[-1].clone()
-        rows = torch.arange(self.batch)[:, None]
+        rows = torch.arange(self.batch, device=canvas.device)[:, None]
         canvas[rows, positions[: self.batch]] = tokens[: self.batch]
         self.canvases.append(canvas)
 
@@ -553,7 +554,7 @@ class Capture(CanvasLog):
             return
         replace = kwargs.get("replace_position")
         offset = int(replace[0].nonzero()[0]) if replace is not None else self.length - x.shape[1]
-        self.window(x, torch.arange(offset, offset + x.shape[1]).expand(x.shape[0], -1))
+        self.window(x, torch.arange(offset, offset + x.shape[1], device=x.device).expand(x.shape[0], -1))
         return
 
 
@@ -725,19 +726,19 @@ def measure_error(official, ours, family: str, special: SpecialTokens, vocab_hi:
     with torch.no_grad():
         for trial in range(24):
             batch, length = 1 + trial % 3, 4 + trial % 12
-            x = torch.randint(0, vocab_hi, (batch, length), generator=gen)
-            x[torch.rand(batch, length, generator=gen) < 0.4] = special.mask_id
+            x = torch.randint(0, vocab_hi, (batch, length), generator=gen, device=gen.device)
+            x[torch.rand(batch, length, generator=gen, device=gen.device) < 0.4] = special.mask_id
             theirs = official(x).logits if family == "llada" else _dream_aligned(official(x, "full", None).logits)
             worst["full"] = max(worst["full"], float((theirs - ours(x).logits).abs().max()))
             if family != "llada":
                 continue
-            start = int(torch.randint(1, length - 1, (1,), generator=gen))
-            end = min(length, start + 1 + int(torch.randint(0, length - start, (1,), generator=gen)))
+            start = int(torch.randint(1, length - 1, (1,), generator=gen, device=gen.device))
+            end = min(length, start + 1 + int(torch.randint(0, length - start, (1,), generator=gen, device=gen.device)))
             full = official(x, use_cache=True)
             prefix = [tuple(t[:, :, :start] for t in layer) for layer in full.past_key_values]
             theirs = official(x[:, start:], past_key_values=prefix, use_cache=True).logits
             _, cache = ours.prefill(x)
-            positions = torch.arange(start, length).expand(batch, -1)
+            positions = torch.arange(start, length, device=x.device).expand(batch, -1)
             mine = ours.forward_cached(x[:, start:], positions, cache).logits
             worst["prefix"] = max(worst.get("prefix", 0.0), float((theirs - mine).abs().max()))
             replace = torch.zeros_like(x, dtype=torch.bool)
@@ -747,7 +748,7 @@ def measure_error(official, ours, family: str, special: SpecialTokens, vocab_hi:
                 theirs = official(x[:, start:end], past_key_values=full.past_key_values, use_cache=True,
                                   replace_position=replace).logits
                 _, cache = ours.prefill(x)
-                positions = torch.arange(start, end).expand(batch, -1)
+                positions = torch.arange(start, end, device=x.device).expand(batch, -1)
                 mine = ours.forward_cached(x[:, start:end], positions, cache).logits
                 worst["dual"] = max(worst.get("dual", 0.0), float((theirs - mine).abs().max()))
     return worst
@@ -763,7 +764,7 @@ def saturated_values(dtype: torch.dtype) -> set[float]:
     rounding elsewhere: 0 (an EOS/EoT proposal under confidence_eos_eot_inf), 1 (p or top1 - top2 of a
     one-hot), and Dream's negative entropy of a one-hot, 1 * log(1 + 1e-10). Ties among them are exact on
     both sides and resolved by torch.topk alike (ties="torch"), so they are asserted."""
-    one_hot = torch.tensor([1.0, 0.0], dtype=dtype)
+    one_hot = torch.tensor([1.0, 0.0], dtype=dtype, device="cpu")
     return {0.0, 1.0, float(torch.sum(one_hot * torch.log(one_hot + 1e-10)))}
 
 
@@ -817,7 +818,7 @@ class MarginProbe:
         def wrapped(logits, x, *, block_end, num_transfer, params, special, mask_id, generator=None):
             result = step(logits, x, block_end=block_end, num_transfer=num_transfer, params=params, special=special,
                           mask_id=mask_id, generator=generator)
-            candidates = (x == mask_id) & (torch.arange(x.shape[1]) < block_end)[None]
+            candidates = (x == mask_id) & (torch.arange(x.shape[1], device=x.device) < block_end)[None]
             self.tokens(result.choice_logits, candidates)
             if params.remasking == "low_confidence":
                 self.selection(result.confidence, candidates, num_transfer.tolist(), self.tol_conf)
@@ -839,7 +840,7 @@ class MarginProbe:
                 if isinstance(rule, Threshold) and len(c) > 1:
                     self.note("threshold", float((c[1:] - rule.threshold).abs().min()), self.tol_conf)
                 if isinstance(rule, Factor) and len(c) > 1:
-                    n = torch.arange(2, len(c) + 1, dtype=torch.float64)
+                    n = torch.arange(2, len(c) + 1, dtype=torch.float64, device=c.device)
                     self.note("factor", float((c[1:] - (1 - rule.factor / (n + 1))).abs().min()), self.tol_conf)
             return result
         return wrapped

@@ -67,7 +67,7 @@ def tier_e(device: torch.device) -> dict[str, bool]:
     results = {}
     for family in ("llada", "dream"):
         two, one = (never_predicts_mask(random_model(family, 0, num_layers=n, **SIZES).to(device)) for n in (2, 1))
-        prompt = torch.randint(0, 90, (3, 5), generator=torch.Generator().manual_seed(0)).to(device)
+        prompt = torch.randint(0, 90, (3, 5), generator=torch.Generator().manual_seed(0), device="cpu").to(device)
         mask = torch.ones_like(prompt)
         mask[1, :3] = 0
         for name, rule in PRESETS.items():
@@ -91,7 +91,7 @@ def tier_e_speculative(device: torch.device) -> dict[str, bool]:
     results = {}
     for family in ("llada", "dream"):
         model = random_model(family, 1, num_layers=2, **SIZES).to(device)
-        prompt = torch.randint(0, 90, (1, 5), generator=torch.Generator().manual_seed(1)).to(device)
+        prompt = torch.randint(0, 90, (1, 5), generator=torch.Generator().manual_seed(1), device="cpu").to(device)
         for rule in (TopK(1), Threshold(0.1), LocalLeap(0.2, 2, 0.05)):
             kw = dict(rule=rule, gen_length=12, block_length=6)
             for cache, base in (("none", reference(model, prompt, **kw)),
@@ -107,9 +107,10 @@ def tier_e_fastguide(device: torch.device) -> dict[str, bool]:
     for family in ("llada", "dream"):
         model = random_model(family, 2, num_layers=2, **SIZES).to(device)
         g = torch.Generator().manual_seed(2)
-        reward = LinearReward(torch.randn(model.vocab_size, 6, generator=g, dtype=torch.float64).to(device),
-                              torch.randn(6, generator=g, dtype=torch.float64).to(device))
-        prompt = torch.randint(0, 90, (2, 4), generator=g).to(device)
+        weights = torch.randn(model.vocab_size, 6, generator=g, dtype=torch.float64, device="cpu")  # [V, 6]
+        reward = LinearReward(weights.to(device),
+                              torch.randn(6, generator=g, dtype=torch.float64, device="cpu").to(device))
+        prompt = torch.randint(0, 90, (2, 4), generator=g, device="cpu").to(device)
         for greedy in (True, False):
             kw = dict(gen_length=8, params=FastGuideParams(k=3, tau=0.02, window=12, greedy=greedy),
                       guidance=GuidanceParams(steps=1))
@@ -124,7 +125,7 @@ def cross_device(device: torch.device) -> dict[str, int]:
     agree = total = 0
     for family in ("llada", "dream"):
         model = never_predicts_mask(random_model(family, 3, num_layers=2, **SIZES))
-        prompt = torch.randint(0, 90, (2, 5), generator=torch.Generator().manual_seed(3))
+        prompt = torch.randint(0, 90, (2, 5), generator=torch.Generator().manual_seed(3), device="cpu")
         on_device = never_predicts_mask(random_model(family, 3, num_layers=2, **SIZES).to(device))
         for rule in PRESETS.values():
             kw = dict(rule=rule, gen_length=8, block_length=4)
@@ -141,7 +142,8 @@ def bf16_rounding(device: torch.device, shape: str, length: int = 512) -> dict:
     that measured error gives two bf16 computations (numerics.tolerance), held by a dual-cache block step
     against the bf16 full forward at the block's positions."""
     model = shaped_model(shape, device, torch.float32)
-    x = torch.randint(0, model.special.mask_id, (1, length), generator=torch.Generator().manual_seed(4)).to(device)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(0, model.special.mask_id, (1, length), generator=g, device="cpu").to(device)  # [1, L]
     high = model(x).logits  # [1, L, V] float32
     model = model.to(torch.bfloat16)
     low = model(x).logits  # [1, L, V] bf16
@@ -240,7 +242,8 @@ def timing(shape: str, device: torch.device, prompt: int, gen: int, block: int, 
     for batch in (1, 4):  # FastGuide: one sparse recomputation (two windows of radius 2) vs one full forward
         xb = x[:, :prompt + 128].repeat(batch, 1)  # seed 000's canvas: 256 prompt + 128 generated
         _, cache_b = model.prefill(xb)
-        window = torch.cat([torch.arange(prompt + 40, prompt + 45), torch.arange(prompt + 60, prompt + 65)])
+        window = torch.cat([torch.arange(prompt + 40, prompt + 45, device=device),
+                            torch.arange(prompt + 60, prompt + 65, device=device)])
         window = window[None].expand(batch, -1).to(device)
         full_b = median_seconds(lambda: model(xb))
         sparse_b = median_seconds(lambda: model.forward_cached(xb.gather(1, window), window, cache_b))

@@ -41,7 +41,7 @@ def guidance_reuse_tv(model, reward, prompt: torch.Tensor, gen_length: int, ages
                       params: GuidanceParams = GuidanceParams(), seed: int = 0) -> dict:
     """GO1 on one prompt [1, P] (``reward`` bound to it): {age: {"bins": BINS, "mean_tv": [...], "count": [...]}}."""
     mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
-    x = torch.cat([prompt, torch.full((1, gen_length), mask_id)], dim=1)
+    x = torch.cat([prompt, torch.full((1, gen_length), mask_id, device=prompt.device)], dim=1)
     history = []  # (guidance r [G, V], guided confidence [G]) per step
     sums = {a: np.zeros(len(BINS) - 1) for a in ages}
     counts = {a: np.zeros(len(BINS) - 1, dtype=int) for a in ages}
@@ -70,7 +70,7 @@ def incompatible_pairs(model, reward, prompt: torch.Tensor, gen_length: int, sta
     """GO2 on one prompt [1, P]: PMI of the top-2 co-proposed tokens without and with guidance at up to
     ``states`` evenly spaced states of the sequential trajectory."""
     mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
-    x = torch.cat([prompt, torch.full((1, gen_length), mask_id)], dim=1)
+    x = torch.cat([prompt, torch.full((1, gen_length), mask_id, device=prompt.device)], dim=1)
     trajectory = list(_sequential_states(model, x, prompt_len, mask_id))[:-1]  # the last state has one mask
     picks = np.unique(np.linspace(0, len(trajectory) - 1, min(states, len(trajectory))).round().astype(int))
     pmis = {"unguided": [], "guided": []}

@@ -68,4 +68,4 @@ def decode_states(draw, symbols=st.integers(2, 3), lengths=st.integers(3, 6)):
     oracle = EnumeratedJoint.random(v, n, seed=seed, concentration=draw(st.sampled_from([0.05, 0.2, 0.5])))
     sample = oracle.sample(1, generator=torch.Generator().manual_seed(seed))
     masked = draw(st.lists(st.booleans(), min_size=n, max_size=n).filter(any))
-    return oracle, sample.masked_fill(torch.tensor([masked]), oracle.special.mask_id)
+    return oracle, sample.masked_fill(torch.tensor([masked], device=sample.device), oracle.special.mask_id)

@@ -33,10 +33,11 @@ def test_the_scan_sees_what_it_must():
 
 def test_every_tensor_factory_names_its_device():
     """A tensor created without a device lands on the CPU and breaks a CUDA decode at its first comparison with
-    the canvas: every factory call in veridec/, reference/, optimized/ and testing/ names a device (``*_like`` and
-    ``new_*`` derive it from a tensor and are not factories here)."""
+    the canvas: every factory call in veridec/, reference/, optimized/, testing/, proofs_checks/ and harness/ names
+    a device (``*_like`` and ``new_*`` derive it from a tensor and are not factories here; host-side draws say
+    ``device="cpu"`` or their generator's device)."""
     offenders = [f"{path.relative_to(ROOT)}:{line}: {call}"
-                 for folder in ("veridec", "reference", "optimized", "testing")
+                 for folder in ("veridec", "reference", "optimized", "testing", "proofs_checks", "harness")
                  for path in sorted((ROOT / folder).rglob("*.py"))
                  for line, call in factory_calls_without_device(path.read_text())]
     assert not offenders, "tensors created without a device:\n" + "\n".join(offenders)

@@ -73,7 +73,7 @@ def evaluate(decode, model, reward, prompts, gen: int, seed: int) -> dict:
 
 def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: GuidanceParams) -> dict:
     """Per-call wall times: one full forward, one sparse recomputation (w = 2), one guidance computation."""
-    x = torch.cat([prompt_ids, torch.full((1, gen), model.special.mask_id)], dim=1)
+    x = torch.cat([prompt_ids, torch.full((1, gen), model.special.mask_id, device=prompt_ids.device)], dim=1)
     bound = reward.bind([text])
 
     def timed(fn, repeats=5):
@@ -86,7 +86,8 @@ def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: Gui
     with torch.no_grad():
         full = timed(lambda: model(x))
         _, cache = model.prefill(x)
-        window = torch.arange(prompt_ids.shape[1], min(prompt_ids.shape[1] + 10, x.shape[1]))[None]  # 2 (2w + 1)
+        start = prompt_ids.shape[1]
+        window = torch.arange(start, min(start + 10, x.shape[1]), device=x.device)[None]  # [1, 2 (2w + 1)]
         sparse = timed(lambda: model.forward_cached(x.gather(1, window), window, cache))
         logits = model(x).logits[:, prompt_ids.shape[1]:]
     response = x[:, prompt_ids.shape[1]:]
@@ -103,7 +104,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
     model = load_model("default", dtype=torch.float32)
     reward = reward or load_default_reward(model.tokenizer)
     guidance = GuidanceParams()
-    prompts = [(torch.tensor([model.tokenizer(t)["input_ids"]]), t) for t in corpus_texts(n_prompts, seed)]
+    prompts = [(torch.tensor([model.tokenizer(t)["input_ids"]], device=model.device), t)
+               for t in corpus_texts(n_prompts, seed)]
     table = {name: evaluate(fn, model, reward, prompts, gen, seed)
              for name, fn in progress(methods(guidance).items(), "fastguide: methods", quiet)}
     bon_pool = table["Unguided sequential (BoN pool)"]

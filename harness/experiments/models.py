@@ -79,7 +79,7 @@ def decode_each(decode, model, rows: list[list[int]]) -> tuple[list[torch.Tensor
     canvases, forwards, steps, committed, confident = [], 0, 0, 0, 0.0
     start = time.time()
     for row in rows:
-        canvas, trace = decode(model, torch.tensor([row]))
+        canvas, trace = decode(model, torch.tensor([row], device=model.device))
         canvases.append(canvas[0])
         forwards += trace.counters.full_forwards
         steps += len(trace.steps)
@@ -93,7 +93,7 @@ def decode_each(decode, model, rows: list[list[int]]) -> tuple[list[torch.Tensor
 
 def confident_share(trace: Trace, level: float = 0.9) -> float:
     """Share of committed tokens whose probability (softmax of the recorded logits) exceeds ``level``."""
-    probs = [torch.tensor(logits, dtype=torch.float64).softmax(-1)[token].item()
+    probs = [torch.tensor(logits, dtype=torch.float64, device="cpu").softmax(-1)[token].item()
              for step in trace.steps for row_logits, row_tokens in zip(step.logits, step.tokens)
              for logits, token in zip(row_logits, row_tokens)]
     return sum(p > level for p in probs) / max(1, len(probs))

@@ -85,7 +85,7 @@ class TaskBatches:
         for _ in range(batch_size):
             ids = self.tok(generate_document(self.rng, length - 1, max_lines=length // 12))["input_ids"]
             rows.append(ids + [self.tok.eos_token_id] * (length - len(ids)))
-        return torch.tensor(rows)
+        return torch.tensor(rows, device="cpu")
 
 
 class HMMBatches:
@@ -100,10 +100,10 @@ class HMMBatches:
 def diffusion_loss(model, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """x [B, L] clean tokens -> the 1/t-weighted masked cross-entropy, divided by B * L."""
     b, n = x.shape
-    t = EPS + (1 - EPS) * torch.rand(b, 1, generator=generator)  # [B, 1]
-    masked = torch.rand(b, n, generator=generator) < t  # [B, L]
+    t = EPS + (1 - EPS) * torch.rand(b, 1, generator=generator, device=generator.device)  # [B, 1]
+    masked = torch.rand(b, n, generator=generator, device=generator.device) < t  # [B, L]
     noisy = x.masked_fill(masked, model.special.mask_id)
-    logits = model.raw_forward(noisy, torch.arange(n).expand(b, n)).logits  # [B, L, V]
+    logits = model.raw_forward(noisy, torch.arange(n, device=noisy.device).expand(b, n)).logits  # [B, L, V]
     ce = F.cross_entropy(logits[masked].float(), x[masked], reduction="none")
     return (ce / t.expand(b, n)[masked]).sum() / (b * n)
 
@@ -120,7 +120,7 @@ def build_model(cfg: TrainConfig, tokenizer) -> BidirectionalTransformer:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if not name.endswith("norm.weight"):
-                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+                p.copy_(torch.randn(p.shape, generator=generator, device=generator.device) * 0.02)
     model.tokenizer = tokenizer
     return model
 

@@ -88,7 +88,7 @@ class Example:
 def response_validity(model, prompt: str, response: list[int]) -> float | None:
     """Share of the response's scored lines (the prompt's cut line first) that pass their checker; None when
     it completes no line."""
-    score = line_score(model, torch.tensor(response), 0, prompt)
+    score = line_score(model, torch.tensor(response, device="cpu"), 0, prompt)
     return score.rate if score.lines else None
 
 
@@ -208,7 +208,7 @@ class Inputs:
 def agreement_on(model, inputs: Inputs, examples: list[Example]) -> dict:
     with torch.no_grad():
         scores = torch.cat([model(*inputs(examples[i:i + 64])).logits[:, 0] for i in range(0, len(examples), 64)])
-    return agreement(scores, torch.tensor([e.target for e in examples]))
+    return agreement(scores, torch.tensor([e.target for e in examples], device=scores.device))
 
 
 def initial_model(config: RewardTrainConfig):
@@ -258,7 +258,7 @@ def train(config: RewardTrainConfig, out: Path) -> dict:
     for step in range(config.steps):
         batch = training_batch(dllm, pool, config.batch_size, rng)
         logits = model(*inputs(batch)).logits[:, 0]
-        loss = F.binary_cross_entropy_with_logits(logits, torch.tensor([e.target for e in batch]))
+        loss = F.binary_cross_entropy_with_logits(logits, torch.tensor([e.target for e in batch], device=logits.device))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
