@@ -94,6 +94,9 @@ def _verify_parser(commands) -> None:
     ver.add_argument("--only", default=None, help="run checks whose name contains this text")
     ver.add_argument("--no-table", action="store_true", help="skip the exactness table")
     ver.add_argument("--out", type=Path, default=None, help="write exactness.md and exactness.json here")
+    ver.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                     help="the model's dtype; rounding measured one precision up (float32: a float64 copy; "
+                          "bfloat16: a float32 copy, never float64: for 8B checkpoints)")
     ver.set_defaults(run=run_verify)
 
 
@@ -168,15 +171,18 @@ def run_verify(args) -> int:
     checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
     if not checks:
         raise UsageError(f"--only {args.only!r} matches no check")
-    context = VerifyContext(load_model_arg(args.model, device, torch.float32),
-                            load_model_arg(args.model, device, torch.float64), args.seed, args.quick)
+    dtype = getattr(torch, args.dtype)
+    higher = torch.float64 if dtype == torch.float32 else torch.float32  # one precision up (spec E3)
+    context = VerifyContext(load_model_arg(args.model, device, dtype), load_model_arg(args.model, device, higher),
+                            args.seed, args.quick)
     results = [item.run(context) for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False)]
     prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
-    records = exactness.records_for(args.out, args.model, prompts, gen, BLOCK, args.seed) if args.out else None
+    records = exactness.records_for(args.out, args.model, prompts, gen, BLOCK, args.seed, dtype=dtype) \
+        if args.out else None
     announce_resume(records, args.quiet)
     rows = [] if args.no_table or args.only else \
         exactness.build_table(args.model, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed, device=device,
-                              loaded=context.model, quiet=args.quiet, records=records)
+                              loaded=context.model, quiet=args.quiet, records=records, dtype=dtype)
     if rows:
         results.append(exactness.exactness_result(rows))
     print(format_table(results))

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from veridec.harness.checks import registry
 from veridec.harness.cli import main
@@ -67,6 +68,31 @@ def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path)
     assert all(r["commit_order_match"] == 1 and r["max_logit_error"] <= (r["logit_tolerance"] or 0)
                for r in rows if r["tier"] == "E")
     assert "| model | decoder | variant | tier |" in table
+
+
+def test_verify_in_bfloat16_never_loads_a_float64_copy(tiny_folders, capsys, tmp_path, monkeypatch):
+    """--dtype bfloat16: the checks run the model in bf16 and measure rounding against a float32 copy (the
+    only other dtype loaded: an 8B checkpoint never gets a float64 copy); the decode-level identity that holds
+    bit for bit only in float64 says it did not run, and why; the table's records carry the dtype."""
+    from veridec.harness import cli
+
+    loaded = []
+    real = cli.load_model_arg
+    monkeypatch.setattr(cli, "load_model_arg", lambda name, device, dtype=None: loaded.append(dtype) or
+                        real(name, device, dtype))
+    out_file = tmp_path / "verify.json"
+    code = main(["verify", "--model", str(tiny_folders["llada"]), "--quick", "--quiet", "--dtype", "bfloat16",
+                 "--json", str(out_file), "--out", str(tmp_path / "table")])
+    table = capsys.readouterr().out
+    assert code == 0, table
+    assert set(loaded) == {torch.bfloat16, torch.float32}
+    results = {r["name"]: r for r in json.loads(out_file.read_text())["checks"]}
+    skipped = results["reference/batch-equals-single"]
+    assert skipped["cases"] == 0 and skipped["detail"].startswith("not run: bit-for-bit only in float64")
+    assert results["reference/precision-pair"]["cases"] > 0 and results["model/padding"]["cases"] > 0
+    assert all(r["passed"] for r in results.values())
+    record = json.loads((tmp_path / "table" / "exactness.records.jsonl").read_text().splitlines()[0])
+    assert record["settings"]["dtype"] == "bfloat16"
 
 
 def test_exactness_in_bfloat16_measures_against_float32(tmp_path, capsys):

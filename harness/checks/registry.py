@@ -19,10 +19,15 @@ CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.refere
 
 @dataclass
 class VerifyContext:
-    model: object  # the model under test, in float32
-    model64: object  # the same weights in float64 (measures float32 rounding)
+    model: object  # the model under test (float32, or bfloat16 with verify --dtype bfloat16)
+    higher: object  # the same weights one precision up (float64, or float32 for bfloat16): measures rounding
     seed: int = 0
     quick: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``higher`` is float64, where the decode-level identities hold bit for bit (SQ0.3)."""
+        return self.higher is not None and next(self.higher.parameters()).dtype == torch.float64
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1_000_003 + salt)
