@@ -239,8 +239,9 @@ def shared_table(args, group: Group, table: dict) -> list:
                                     table["block_length"], table["seed"], args.fresh, group, table["dtype"])
     if group.rank == 0:
         announce_resume(records, args.quiet)
+    models = {}  # loaded and hashed once, reused by rank 0's merge pass
     try:
-        rows = exactness.build_table(**table, records=records, group=group)
+        rows = exactness.build_table(**table, records=records, group=group, models=models)
     except BaseException:
         group.all_ok(False)  # the other ranks stop waiting and fail too
         raise
@@ -248,7 +249,7 @@ def shared_table(args, group: Group, table: dict) -> list:
         raise RuntimeError("another rank of this torchrun failed; its error is in its own output")
     if group.world > 1 and group.rank == 0:
         records.merge()
-        rows = exactness.build_table(**{**table, "quiet": True}, records=records)  # every row recorded now
+        rows = exactness.build_table(**{**table, "quiet": True}, records=records, models=models)  # all recorded
     return rows
 
 

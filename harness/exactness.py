@@ -89,17 +89,17 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
 
 def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = BLOCK,
                     seed: int = 0, model=None, progress=None, records: Records | None = None,
-                    mine=lambda unit: True) -> list[Row]:
+                    mine=lambda unit: True, weights: str | None = None) -> list[Row]:
     """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
     adds the true HMM's NLL. The sequential reference is timed after one warm-up decode. With ``records``, each
     row is a unit: rows found there are taken as they are, each new one is recorded as it is finished.
     ``mine(unit)`` (a decoder's name, or a speculative row's variant) says which rows this process computes
-    (torchrun: its share); the others are left out."""
+    (torchrun: its share); the others are left out. ``weights``: the model's ``weights_sha256`` when known."""
     model = load_model(model_name, dtype=torch.float32) if model is None else model
     if model.dtype not in HIGHER:
         raise ValueError(f"the exactness table runs in float32, bfloat16 or float16, not {model.dtype}")
     prompt, mask = prompts_for(model_name, model, n_prompts, seed)
-    weights = weights_sha256(model) if records else None
+    weights = (weights or weights_sha256(model)) if records else None
     unit = lambda decoder, variant: Records.key(model=model_name, weights=weights, decoder=decoder,  # noqa: E731
                                                 variant=variant)
     timing = Timing(model, prompt, mask, gen_length, block_length)
@@ -224,23 +224,28 @@ def packing_tolerance(model, single, gen_length: int) -> float:
 
 def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_length: int = BLOCK, seed: int = 0,
                 device="cpu", loaded=None, quiet: bool = False, records: Records | None = None,
-                group: Group = Group(), dtype: torch.dtype = torch.float32) -> list[Row]:
+                group: Group = Group(), dtype: torch.dtype = torch.float32, models: dict | None = None) -> list[Row]:
     """Rows for every model ``table_models(model_name)`` names (``loaded``: the first model, already loaded),
     with a progress bar; ``records`` makes every row a unit that survives a kill (``records_for``). In a
     ``group`` of several processes each computes its share (a decoder's four rows, or one speculative row, in
-    turn) and returns those rows only."""
+    turn) and returns those rows only. ``models`` (name -> (model, weights sha256)) keeps what was loaded and
+    hashed for a second call (rank 0's merge pass: no reload, no second hash of an 8B checkpoint)."""
     names, rows = table_models(model_name), []
     units = [(name, unit) for name in names for unit in [*decoders, *map(speculative_variant, SPECULATIVE)]]
     owned = {u for i, u in enumerate(units) if group.mine(i)}
     total = sum(len(VARIANTS) if unit in decoders else 1 for _, unit in owned)
     desc = "exactness" + (f" rank {group.rank}" if group.world > 1 else "")
     with tqdm(total=total, disable=quiet, desc=desc, leave=False, position=group.rank) as bar:
+        models = {} if models is None else models
         for name in names:
-            model = loaded if loaded is not None and name == model_name else \
-                load_model(name, device=device, dtype=dtype)
+            if name not in models:
+                model = loaded if loaded is not None and name == model_name else \
+                    load_model(name, device=device, dtype=dtype)
+                models[name] = (model, weights_sha256(model) if records else None)
+            model, weights = models[name]
             rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
                                     progress=lambda: bar.update(1), records=records,
-                                    mine=lambda unit, name=name: (name, unit) in owned)
+                                    mine=lambda unit, name=name: (name, unit) in owned, weights=weights)
     return rows
 
 

@@ -117,3 +117,25 @@ def test_two_gloo_processes_give_the_one_process_table(tmp_path, whole):
     variants = [json.loads(json.loads(line)["key"])["variant"] for line in lines]
     rank_one = ["spec-none W3D3", "spec-none W2D2", "spec-dual W2D2 inter1"]  # units 1, 3, 5 (round robin)
     assert len(lines) == 9 and variants[-3:] == rank_one  # merged after rank 0's own rows
+
+
+def test_the_merge_pass_reuses_the_loaded_and_hashed_models(tmp_path, monkeypatch):
+    """Rank 0's second pass over the merged records (harness/cli.py shared_table) gets the models the first pass
+    loaded and hashed: no reload and no second sha256 of the weights (minutes for an 8B checkpoint), the same
+    rows."""
+    from veridec.harness import exactness
+
+    calls = {"load": 0, "hash": 0}
+    load, digest = exactness.load_model, exactness.weights_sha256
+    monkeypatch.setattr(exactness, "load_model", lambda *a, **k: calls.__setitem__("load", calls["load"] + 1)
+                        or load(*a, **k))
+    monkeypatch.setattr(exactness, "weights_sha256", lambda m: calls.__setitem__("hash", calls["hash"] + 1)
+                        or digest(m))
+    records = exactness.records_for(tmp_path, "hmm", 1, 8, 8, 0)
+    models = {}
+    first = exactness.build_table("hmm", ["sequential"], 1, 8, 8, quiet=True, records=records, models=models)
+    assert calls == {"load": 1, "hash": 1}
+    again = exactness.build_table("hmm", ["sequential"], 1, 8, 8, quiet=True, records=records, models=models)
+    assert calls == {"load": 1, "hash": 1}
+    strip = lambda rows: [{k: v for k, v in vars(r).items() if k not in TIMINGS} for r in rows]
+    assert strip(again) == strip(first)
