@@ -64,6 +64,7 @@ ORACLE_GUIDANCE = "tests/test_spec_oracles_guidance.py"
 ORACLE_THEOREMS = "tests/test_spec_oracles_theorems.py"
 GOLDEN = "tests/test_golden.py"
 CHECK = "tests/test_check.py"
+STOCHASTIC = "tests/test_stochastic.py"
 RECORDING = "tests/test_recording.py"
 
 MUTANTS: list[Mutant] = [
@@ -656,6 +657,24 @@ MUTANTS: list[Mutant] = [
         "    if False:\n",
         "the hook call logs of the two sides are never compared",
         "spec/exactness.md EC5", (CHECK,)),
+    Mutant(
+        "tier-s-bonferroni-dropped", "testing/stochastic.py",
+        "return min(1.0, self.smallest_p * max(1, len(self.tests)))",
+        "return min(1.0, self.smallest_p)",
+        "a case's p-value is its smallest test's, uncorrected for the number of tests",
+        "spec/stochastic.md ST2", (STOCHASTIC,)),
+    Mutant(
+        "tier-s-noncentrality-halved", "testing/stochastic.py",
+        "detects = lambda n: stats.ncx2.sf(critical, df, 2 * n * delta**2) >= power",
+        "detects = lambda n: stats.ncx2.sf(critical, df, n * delta**2) >= power",
+        "the power bound takes lambda >= N delta^2 (half of ST3's), so N is twice what is needed",
+        "spec/stochastic.md ST3", (STOCHASTIC,)),
+    Mutant(
+        "tier-s-pooling-strict", "testing/stochastic.py",
+        "own = [value for value in ranked if pooled[value] >= MIN_POOLED][: MAX_CELLS - 1]",
+        "own = [value for value in ranked if pooled[value] > MIN_POOLED][: MAX_CELLS - 1]",
+        "a value seen exactly 5 times is pooled instead of getting its own cell",
+        "spec/stochastic.md ST1", (STOCHASTIC,)),
     Mutant(
         "pmi-sign", "proofs_checks/observations.py",
         "return float(after - before)",

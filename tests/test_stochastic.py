@@ -12,7 +12,7 @@ from scipy import stats
 
 from veridec.harness.cli import main
 from veridec.testing import check_decoder, load_candidate
-from veridec.testing.stochastic import MAX_CELLS, detectable_delta, homogeneity, samples_for_power
+from veridec.testing.stochastic import MAX_CELLS, compare_laws, detectable_delta, homogeneity, samples_for_power
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DREAM = dict(against="dream", model="tiny-dream", tier="S")
@@ -20,17 +20,30 @@ ONE_TOKEN = {"max_new_tokens": 1, "steps": 1, "alg": "origin", "temperature": 0.
 
 
 def test_cells_pool_rare_values_and_keep_at_most_twenty():
-    """x is seen 10 times in all and gets its own cell; y, z, w (4, 1, 2) are pooled: the table is
-    [[6, 3], [4, 4]], whose Pearson statistic is computed here by hand."""
-    a, b = Counter({"x": 6, "y": 2, "z": 1}), Counter({"x": 4, "y": 2, "w": 2})
+    """x and y are seen 10 and 5 times in all and get their own cells; z and w (1, 2) are pooled: the table is
+    [[6, 3, 1], [4, 2, 2]], whose Pearson statistic is computed here by hand."""
+    a, b = Counter({"x": 6, "y": 3, "z": 1}), Counter({"x": 4, "y": 2, "w": 2})
     statistic, df, p = homogeneity(a, b)
-    table = np.array([[6, 3], [4, 4]])
+    table = np.array([[6, 3, 1], [4, 2, 2]])
     expected = np.outer(table.sum(1), table.sum(0)) / table.sum()
-    assert df == 1 and statistic == pytest.approx(((table - expected) ** 2 / expected).sum(), rel=1e-12)
-    assert p == pytest.approx(stats.chi2.sf(statistic, 1), rel=1e-12)
+    assert df == 2 and statistic == pytest.approx(((table - expected) ** 2 / expected).sum(), rel=1e-12)
+    assert p == pytest.approx(stats.chi2.sf(statistic, 2), rel=1e-12)
     many = Counter({value: 10 for value in range(30)})
     assert homogeneity(many, many)[1] == MAX_CELLS - 1  # 19 own cells and the pooled rest
     assert homogeneity(Counter({"x": 5}), Counter({"x": 5})) == (0.0, 0, 1.0)  # one value: nothing differs
+
+
+def test_a_case_tests_the_output_each_position_and_each_pair_with_bonferroni():
+    """Outputs of 3 tokens: 1 + 3 + 2 tests; the case's p-value is the smallest times 6 (capped at 1)."""
+    rng = np.random.default_rng(2)
+    a = [tuple(rng.integers(0, 2, 3).tolist()) for _ in range(300)]
+    b = [tuple(rng.integers(0, 2, 3).tolist()) for _ in range(300)]
+    result = compare_laws(a, b, alpha=0.01)
+    assert [name for name, *_ in result.tests] == ["output", "position 0", "position 1", "position 2", "pair 0,1",
+                                                   "pair 1,2"]
+    assert result.corrected_p == min(1.0, 6 * min(p for *_, p in result.tests))
+    shifted = [tuple(rng.choice(2, 3, p=[0.7, 0.3]).tolist()) for _ in range(300)]
+    assert compare_laws(a, shifted, alpha=0.01).differs and not result.differs
 
 
 def test_equal_laws_are_rejected_at_about_alpha():
