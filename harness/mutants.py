@@ -65,6 +65,7 @@ ORACLE_THEOREMS = "tests/test_spec_oracles_theorems.py"
 GOLDEN = "tests/test_golden.py"
 CHECK = "tests/test_check.py"
 STOCHASTIC = "tests/test_stochastic.py"
+LAWS = "tests/test_laws.py"
 RECORDING = "tests/test_recording.py"
 
 MUTANTS: list[Mutant] = [
@@ -675,6 +676,18 @@ MUTANTS: list[Mutant] = [
         "own = [value for value in ranked if pooled[value] > MIN_POOLED][: MAX_CELLS - 1]",
         "a value seen exactly 5 times is pooled instead of getting its own cell",
         "spec/stochastic.md ST1", (STOCHASTIC,)),
+    Mutant(
+        "law-proposals-untempered", "proofs_checks/laws.py",
+        "probs = torch.softmax(logits.double() / temperature, dim=-1)  # [m, V]",
+        "probs = torch.softmax(logits.double(), dim=-1)  # [m, V]",
+        "the enumerated proposals ignore the temperature (the decoder samples softmax(l / T))",
+        "spec/theorems.md TD1", (LAWS,)),
+    Mutant(
+        "law-merge-overwrites", "proofs_checks/laws.py",
+        "following[tuple(row)] = following.get(tuple(row), 0.0) + weight",
+        "following[tuple(row)] = weight",
+        "proposal rows reaching the same canvas overwrite each other's probability instead of adding",
+        "spec/theorems.md TD1", (LAWS,)),
     Mutant(
         "pmi-sign", "proofs_checks/observations.py",
         "return float(after - before)",

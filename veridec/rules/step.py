@@ -23,7 +23,16 @@ def parallel_step(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch
     softmax(float64 logits)[x̂] ("low_confidence") or U(0, 1) ("random"). ``view_fields`` go to StepView
     (offset, block bookkeeping, dependency, state)."""
     proposal = propose(logits, temperature, generator)
-    view = step_view(logits, proposal.tokens, candidates, remasking, generator, **view_fields)
+    return decide(rule, logits, x, candidates, proposal.tokens, proposal.choice_logits, remasking=remasking,
+                  ties=ties, generator=generator, **view_fields)
+
+
+def decide(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch.Tensor, tokens: torch.Tensor,
+           choice_logits: torch.Tensor, *, remasking: str = "low_confidence", ties: str = "lowest",
+           generator: torch.Generator | None = None, **view_fields) -> StepResult:
+    """The step after its proposal: ``tokens`` [B, W] proposed (by ``propose``, or every proposal in turn when
+    a law is enumerated: proofs_checks.laws) are scored and the rule commits some of them."""
+    view = step_view(logits, tokens, candidates, remasking, generator, **view_fields)
     if isinstance(rule, COUNT_RULES):
         counts = rule.counts(view)  # [B]
         ranking, rank = (view.ranking, view.rank) if ties == "lowest" else rank_positions(view.confidence, ties, counts)
@@ -33,7 +42,7 @@ def parallel_step(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch
         selected = rule.select(view)
         score = rule.score(view) if hasattr(rule, "score") else view.confidence
         order = ranked_positions(stable_ranking(score)[0], selected)
-    return StepResult(torch.where(selected, proposal.tokens, x), score, order, proposal.choice_logits, view)
+    return StepResult(torch.where(selected, tokens, x), score, order, choice_logits, view)
 
 
 def step_view(logits: torch.Tensor, tokens: torch.Tensor, candidates: torch.Tensor, remasking: str = "low_confidence",
