@@ -120,7 +120,11 @@ def _exactness_parser(commands) -> None:
 
 def _bounds_parser(commands) -> None:
     bnd = commands.add_parser("bounds", help="check every theorem of spec/theorems.md on random joints")
-    bnd.add_argument("--cases", type=integer(1, 10**9), default=100_000)
+    bnd.add_argument("--cases", type=integer(1, 10**9), default=None,
+                     help="joints to generate (default 100,000); with --decoders, oracles per family (default 20)")
+    bnd.add_argument("--decoders", action="store_true",
+                     help="instead: the exact output laws of the sampled decoders on oracle models (TD1)")
+    bnd.add_argument("--temperature", type=number(0.0), default=1.0, help="with --decoders: the sampling temperature")
     bnd.add_argument("--seed", type=seed, default=0)
     bnd.add_argument("--json", type=Path, default=None, help="write the table as JSON")
     bnd.set_defaults(run=run_bounds_command)
@@ -260,7 +264,9 @@ def run_bounds_command(args) -> int:
     from .checks.bounds import OFF_AS_PUBLISHED
 
     check_output_file(args.json, "--json")
-    report = run_bounds(cases=args.cases, seed=args.seed)
+    if args.decoders:
+        return run_decoder_laws(args)
+    report = run_bounds(cases=args.cases or 100_000, seed=args.seed)
     print(to_markdown(report))
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=2))
@@ -268,6 +274,17 @@ def run_bounds_command(args) -> int:
     if broken:
         print("violated: " + ", ".join(broken))
     return 1 if broken else 0
+
+
+def run_decoder_laws(args) -> int:
+    """``veridec bounds --decoders``: TD1's table; exit 1 if a law does not sum to 1 (an enumeration fault)."""
+    from veridec.proofs_checks.laws import decoder_table, table_markdown
+
+    rows = decoder_table(cases=args.cases or 20, seed=args.seed, temperature=args.temperature)
+    print(table_markdown(rows, args.temperature), end="")
+    if args.json:
+        write_text_atomic(args.json, json.dumps({"temperature": args.temperature, "rows": rows}, indent=2))
+    return 0 if all(r["mass_error"] < 1e-9 for r in rows) else 1
 
 
 # ------------------------------------------------------------------------------------------- baseline

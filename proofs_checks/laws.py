@@ -110,12 +110,18 @@ def _check(oracle, rule, prompt, gen_length: int, temperature: float, block_leng
 
 
 def joint_law(oracle, prompt: list[int], gen_length: int) -> dict[tuple, float]:
-    """The oracle's joint law of the ``gen_length`` tokens after ``prompt`` (normalized over completions)."""
-    completions = list(itertools.product(range(oracle.num_symbols), repeat=gen_length))
-    x = torch.tensor([list(prompt) + list(c) for c in completions], dtype=torch.long, device="cpu")  # [V^G, L]
-    weights = oracle.log_prob(x).double().exp()  # [V^G]
-    weights = weights / weights.sum()
-    return {c: w for c, w in zip(completions, weights.tolist()) if w > 0}
+    """The oracle's joint law of the ``gen_length`` tokens after ``prompt``, by the chain rule over its exact
+    conditionals: p(c) = prod_i p(c_i | prompt, c_<i) (any oracle; one batched call per position)."""
+    completions = torch.tensor(list(itertools.product(range(oracle.num_symbols), repeat=gen_length)),
+                               dtype=torch.long, device="cpu")  # [V^G, G]
+    start, weights = len(prompt), torch.ones(completions.shape[0], dtype=torch.float64, device="cpu")
+    for i in range(gen_length):
+        x = torch.full((completions.shape[0], start + gen_length), oracle.special.mask_id, device="cpu")  # [V^G, L]
+        x[:, :start] = torch.tensor(prompt, dtype=torch.long, device="cpu")
+        x[:, start:start + i] = completions[:, :i]
+        probs = oracle(x).logits[:, start + i].double().exp()  # [V^G, V + 1]
+        weights = weights * probs.gather(1, completions[:, i:i + 1])[:, 0]
+    return {tuple(c): w for c, w in zip(completions.tolist(), weights.tolist()) if w > 0}
 
 
 def total_variation(p: dict, q: dict) -> float:
@@ -125,3 +131,42 @@ def total_variation(p: dict, q: dict) -> float:
 def kl_divergence(p: dict, q: dict) -> float:
     """KL(p || q) in nats (inf where p puts mass q does not)."""
     return sum(w * (math.log(w / q[x]) if q.get(x, 0.0) > 0 else math.inf) for x, w in p.items() if w > 0)
+
+
+TABLE_DECODERS = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht", "factor", "eb-hq", "localleap",
+                  "fastdllm-certified", "fastdllm-ht-certified", "localleap-certified")
+
+
+def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symbols: int = 3,
+                  gen_length: int = 4) -> list[dict]:
+    """TD1's table: for each preset and oracle family (random enumerated joints over V^(1 + G), random 4-state
+    HMMs), the exact TV and KL(joint || decoder) between the decode's law and the oracle's joint over ``cases``
+    oracles, one prompt symbol each. No bound is stated for sampled decodes (TD1), so none is held."""
+    from ..oracles import EnumeratedJoint, HMMOracle
+    from ..rules.presets import PRESETS
+
+    families = {"enumerated": lambda i: EnumeratedJoint.random(symbols, gen_length + 1, seed=seed + i,
+                                                               concentration=0.3),
+                "hmm": lambda i: HMMOracle.random(4, symbols, seed=seed + i)}
+    rows = []
+    for family, make in families.items():
+        oracles = [make(i) for i in range(cases)]
+        joints = [joint_law(o, [i % symbols], gen_length) for i, o in enumerate(oracles)]
+        for name in TABLE_DECODERS:
+            laws = [decoder_law(o, PRESETS[name], [i % symbols], gen_length, temperature)
+                    for i, o in enumerate(oracles)]
+            tvs = [total_variation(law, joint) for law, joint in zip(laws, joints)]
+            kls = [kl_divergence(joint, law) for law, joint in zip(laws, joints)]
+            rows.append({"decoder": name, "oracle": family, "cases": cases, "max_tv": max(tvs),
+                         "mean_tv": sum(tvs) / cases, "max_kl_joint_to_decoder": max(kls),
+                         "mass_error": max(abs(sum(law.values()) - 1) for law in laws)})
+    return rows
+
+
+def table_markdown(rows: list[dict], temperature: float) -> str:
+    lines = [f"Exact output laws at T = {temperature} against the oracle's joint (spec/theorems.md TD1; no bound is "
+             "stated for sampled decodes)", "",
+             "| decoder | oracle | cases | max TV | mean TV | max KL(joint || decoder) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['decoder']} | {r['oracle']} | {r['cases']} | {r['max_tv']:.4f} | {r['mean_tv']:.4f} | "
+              f"{r['max_kl_joint_to_decoder']:.4f} |" for r in rows]
+    return "\n".join(lines) + "\n"
