@@ -277,14 +277,15 @@ def run_bounds_command(args) -> int:
 
 
 def run_decoder_laws(args) -> int:
-    """``veridec bounds --decoders``: TD1's table; exit 1 if a law does not sum to 1 (an enumeration fault)."""
+    """``veridec bounds --decoders``: TD1's table; exit 1 if a law does not sum to 1 (an enumeration fault) or
+    TD2's bound is violated."""
     from veridec.proofs_checks.laws import decoder_table, table_markdown
 
     rows = decoder_table(cases=args.cases or 20, seed=args.seed, temperature=args.temperature)
     print(table_markdown(rows, args.temperature), end="")
     if args.json:
         write_text_atomic(args.json, json.dumps({"temperature": args.temperature, "rows": rows}, indent=2))
-    return 0 if all(r["mass_error"] < 1e-9 for r in rows) else 1
+    return 0 if all(r["mass_error"] < 1e-9 and not r["violations"] for r in rows) else 1
 
 
 # ------------------------------------------------------------------------------------------- baseline

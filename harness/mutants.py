@@ -689,6 +689,18 @@ MUTANTS: list[Mutant] = [
         "proposal rows reaching the same canvas overwrite each other's probability instead of adding",
         "spec/theorems.md TD1", (LAWS,)),
     Mutant(
+        "random-threshold-none-pass-dropped", "proofs_checks/laws.py",
+        "(tau ** m / m if size == 1 else 0.0)",
+        "0.0",
+        "random-order Threshold forgets the top-1 committed when no draw reaches tau",
+        "spec/theorems.md TD2", (LAWS,)),
+    Mutant(
+        "random-order-bound-skips-later-steps", "proofs_checks/laws.py",
+        "                bound += p_chosen * weight * sub_bound\n",
+        "",
+        "TD2's bound counts the first step's TV only",
+        "spec/theorems.md TD2", (LAWS,)),
+    Mutant(
         "pmi-sign", "proofs_checks/observations.py",
         "return float(after - before)",
         "return float(before - after)",

@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import torch
 
+from ..rules.parallel import Threshold, TopK
 from ..rules.step import decide
 
 MAX_PROPOSALS = 4096  # proposal rows per state (V^m); larger states are refused
@@ -109,6 +110,72 @@ def _check(oracle, rule, prompt, gen_length: int, temperature: float, block_leng
                          "not enumerated")
 
 
+def random_order_law(oracle, rule, prompt: list[int], gen_length: int,
+                     block_length: int | None = None) -> tuple[dict[tuple, float], float]:
+    """TD2: the law at T = 1 with ``remasking="random"`` (positions ranked by U(0, 1) draws, independent of the
+    sampled tokens) of TopK(k) or Threshold(tau) (not certified), and the bound E[sum over steps of
+    TV(product of the committed positions' marginals, their joint given the canvas)] along the decode."""
+    block_length = gen_length if block_length is None else block_length
+    _check(oracle, rule, prompt, gen_length, 1.0, block_length)
+    if not isinstance(rule, (TopK, Threshold)) or getattr(rule, "certified", False):
+        raise ValueError(f"{rule.name}: random-order laws are enumerated for TopK and Threshold (not certified), "
+                         "whose selection under random remasking does not read the sampled tokens")
+    mask_id, start = oracle.special.mask_id, len(prompt)
+
+    @lru_cache(maxsize=None)
+    def law_from(canvas: tuple) -> tuple[tuple[tuple[tuple, float], ...], float]:
+        if mask_id not in canvas[start:]:
+            return ((canvas[start:], 1.0),), 0.0
+        end = _block_end(canvas, start, block_length, mask_id)
+        where = [i for i in range(start, end) if canvas[i] == mask_id]
+        marginals = oracle(torch.tensor([canvas], device="cpu")).logits[0, :, :oracle.num_symbols].exp()  # [L, V]
+        law, bound = {}, 0.0
+        for chosen, p_chosen in _random_selections(rule, where):
+            product, joint = _subset_laws(oracle, canvas, chosen, marginals)
+            bound += p_chosen * total_variation(product, joint)
+            for tokens, weight in product.items():
+                following = list(canvas)
+                for position, token in zip(chosen, tokens):
+                    following[position] = token
+                sub_law, sub_bound = law_from(tuple(following))
+                bound += p_chosen * weight * sub_bound
+                for output, p in sub_law:
+                    law[output] = law.get(output, 0.0) + p_chosen * weight * p
+        return tuple(law.items()), bound
+
+    law, bound = law_from(tuple(prompt) + (mask_id,) * gen_length)
+    return dict(law), bound
+
+
+def _random_selections(rule, where: list[int]):
+    """(positions committed, probability) under U(0, 1) confidences: TopK(k) a uniform min(k, m)-subset;
+    Threshold(tau) the positions whose draw reaches tau (each 1 - tau, independently), or when none does the
+    largest draw (uniform)."""
+    m = len(where)
+    if isinstance(rule, TopK):
+        size = min(rule.k, m)
+        subsets = list(itertools.combinations(where, size))
+        return [(subset, 1 / len(subsets)) for subset in subsets]
+    tau = rule.threshold
+    return [(subset, (1 - tau) ** size * tau ** (m - size) + (tau ** m / m if size == 1 else 0.0))
+            for size in range(1, m + 1) for subset in itertools.combinations(where, size)]
+
+
+def _subset_laws(oracle, canvas: tuple, chosen: tuple, marginals: torch.Tensor) -> tuple[dict, dict]:
+    """(product of the chosen positions' marginals, their joint given the canvas by the chain rule)."""
+    rows = list(itertools.product(range(oracle.num_symbols), repeat=len(chosen)))
+    product = {r: math.prod(marginals[j, t].item() for j, t in zip(chosen, r)) for r in rows}
+    x = torch.tensor([canvas] * len(rows), dtype=torch.long, device="cpu")  # [V^s, L]
+    values = torch.tensor(rows, dtype=torch.long, device="cpu").reshape(len(rows), len(chosen))  # [V^s, s]
+    weights = torch.ones(len(rows), dtype=torch.float64, device="cpu")
+    for i, position in enumerate(chosen):
+        probs = oracle(x).logits[:, position].double().exp()  # [V^s, V + 1]
+        weights = weights * probs.gather(1, values[:, i:i + 1])[:, 0]
+        x[:, position] = values[:, i]
+    joint = {r: w for r, w in zip(rows, weights.tolist())}
+    return {r: w for r, w in product.items() if w > 0}, joint
+
+
 def joint_law(oracle, prompt: list[int], gen_length: int) -> dict[tuple, float]:
     """The oracle's joint law of the ``gen_length`` tokens after ``prompt``, by the chain rule over its exact
     conditionals: p(c) = prod_i p(c_i | prompt, c_<i) (any oracle; one batched call per position)."""
@@ -135,13 +202,17 @@ def kl_divergence(p: dict, q: dict) -> float:
 
 TABLE_DECODERS = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht", "factor", "eb-hq", "localleap",
                   "fastdllm-certified", "fastdllm-ht-certified", "localleap-certified")
+RANDOM_ORDER = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht")  # TD2: remasking="random", T = 1
+ROUNDING = 1e-12  # float64 sums over at most a few thousand terms
 
 
 def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symbols: int = 3,
                   gen_length: int = 4) -> list[dict]:
     """TD1's table: for each preset and oracle family (random enumerated joints over V^(1 + G), random 4-state
     HMMs), the exact TV and KL(joint || decoder) between the decode's law and the oracle's joint over ``cases``
-    oracles, one prompt symbol each. No bound is stated for sampled decodes (TD1), so none is held."""
+    oracles, one prompt symbol each. Confidence remasking at ``temperature``: no bound is stated (TD1). Random
+    remasking at T = 1 (TD2): the bound, its violations (TV above it by more than ROUNDING) and the tightest
+    slack."""
     from ..oracles import EnumeratedJoint, HMMOracle
     from ..rules.presets import PRESETS
 
@@ -151,22 +222,40 @@ def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symb
     rows = []
     for family, make in families.items():
         oracles = [make(i) for i in range(cases)]
-        joints = [joint_law(o, [i % symbols], gen_length) for i, o in enumerate(oracles)]
+        prompts = [[i % symbols] for i in range(cases)]
+        joints = [joint_law(o, prompt, gen_length) for o, prompt in zip(oracles, prompts)]
         for name in TABLE_DECODERS:
-            laws = [decoder_law(o, PRESETS[name], [i % symbols], gen_length, temperature)
-                    for i, o in enumerate(oracles)]
-            tvs = [total_variation(law, joint) for law, joint in zip(laws, joints)]
-            kls = [kl_divergence(joint, law) for law, joint in zip(laws, joints)]
-            rows.append({"decoder": name, "oracle": family, "cases": cases, "max_tv": max(tvs),
-                         "mean_tv": sum(tvs) / cases, "max_kl_joint_to_decoder": max(kls),
-                         "mass_error": max(abs(sum(law.values()) - 1) for law in laws)})
+            laws = [decoder_law(o, PRESETS[name], prompt, gen_length, temperature)
+                    for o, prompt in zip(oracles, prompts)]
+            rows.append(_row(name, "confidence", family, laws, joints, None))
+        for name in RANDOM_ORDER:
+            pairs = [random_order_law(o, PRESETS[name], prompt, gen_length) for o, prompt in zip(oracles, prompts)]
+            rows.append(_row(name, "random (T = 1)", family, [law for law, _ in pairs], joints,
+                             [bound for _, bound in pairs]))
     return rows
 
 
+def _row(name: str, remasking: str, family: str, laws: list, joints: list, bounds: list | None) -> dict:
+    tvs = [total_variation(law, joint) for law, joint in zip(laws, joints)]
+    row = {"decoder": name, "remasking": remasking, "oracle": family, "cases": len(laws), "max_tv": max(tvs),
+           "mean_tv": sum(tvs) / len(tvs),
+           "max_kl_joint_to_decoder": max(kl_divergence(joint, law) for law, joint in zip(laws, joints)),
+           "mass_error": max(abs(sum(law.values()) - 1) for law in laws),
+           "max_bound": None, "violations": None, "tightest_slack": None}
+    if bounds is not None:
+        slacks = [bound - tv for bound, tv in zip(bounds, tvs)]
+        row.update(max_bound=max(bounds), violations=sum(slack < -ROUNDING for slack in slacks),
+                   tightest_slack=min(slacks))
+    return row
+
+
 def table_markdown(rows: list[dict], temperature: float) -> str:
-    lines = [f"Exact output laws at T = {temperature} against the oracle's joint (spec/theorems.md TD1; no bound is "
-             "stated for sampled decodes)", "",
-             "| decoder | oracle | cases | max TV | mean TV | max KL(joint || decoder) |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['decoder']} | {r['oracle']} | {r['cases']} | {r['max_tv']:.4f} | {r['mean_tv']:.4f} | "
-              f"{r['max_kl_joint_to_decoder']:.4f} |" for r in rows]
+    cell = lambda value: "-" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+    lines = [f"Exact output laws against the oracle's joint (spec/theorems.md TD1, TD2): confidence remasking at "
+             f"T = {temperature} (no bound stated), random remasking at T = 1 (TD2's bound)", "",
+             "| decoder | remasking | oracle | cases | max TV | mean TV | max KL(joint || decoder) | max bound | "
+             "violations | tightest slack |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['decoder']} | {r['remasking']} | {r['oracle']} | {r['cases']} | {r['max_tv']:.4f} | "
+              f"{r['mean_tv']:.4f} | {r['max_kl_joint_to_decoder']:.4f} | {cell(r['max_bound'])} | "
+              f"{cell(r['violations'])} | {cell(r['tightest_slack'])} |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from veridec.oracles import EnumeratedJoint
-from veridec.proofs_checks.laws import decoder_law, joint_law, kl_divergence, total_variation
+from veridec.proofs_checks.laws import decoder_law, joint_law, kl_divergence, random_order_law, total_variation
 from veridec.reference.parallel import decode
 from veridec.rules.parallel import EntropyBounded, Factor, LocalLeap, Threshold, TopK
 from veridec.rules.presets import PRESETS
@@ -93,6 +93,55 @@ def test_bounds_decoders_prints_and_writes_the_law_table(tmp_path, capsys):
 
     out = tmp_path / "laws.json"
     assert main(["bounds", "--decoders", "--cases", "2", "--json", str(out)]) == 0
-    assert "| sequential | enumerated | 2 |" in capsys.readouterr().out
+    assert "| sequential | confidence | enumerated | 2 |" in capsys.readouterr().out
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 20 and all(r["mass_error"] < 1e-9 and 0 <= r["max_tv"] <= 1 for r in rows)
+    assert len(rows) == 2 * (10 + 4) and all(r["mass_error"] < 1e-9 and 0 <= r["max_tv"] <= 1 for r in rows)
+    bounded = [r for r in rows if r["remasking"] == "random (T = 1)"]
+    assert len(bounded) == 8 and all(r["violations"] == 0 and r["max_tv"] <= r["max_bound"] + 1e-12
+                                     for r in bounded)
+
+
+CORRELATED = EnumeratedJoint(torch.tensor([[0.5, 0.0], [0.0, 0.5]], dtype=torch.float64))  # x1 = x2, a fair bit
+
+
+def test_random_order_laws_and_their_bound_worked_by_hand():
+    """Two copies of one fair bit, T = 1, random remasking. One token per step: the second bit is read from its
+    exact conditional, so the law is the joint (bound 0). Both at once (TopK(2)): independent marginals, the
+    uniform law on four outcomes, TV 1/2 = the one step's TV (tight). Threshold 1/2: both pass with
+    probability 1/4 (uniform law), else one bit first: law 1/4 x uniform + 3/4 x joint, TV 1/8 = the bound."""
+    law, bound = random_order_law(CORRELATED, TopK(1), [], 2)
+    assert law == pytest.approx({(0, 0): 0.5, (1, 1): 0.5}) and bound == 0
+    law, bound = random_order_law(CORRELATED, TopK(2), [], 2)
+    assert law == pytest.approx({x: 0.25 for x in ((0, 0), (0, 1), (1, 0), (1, 1))}) and bound == pytest.approx(0.5)
+    law, bound = random_order_law(CORRELATED, Threshold(0.5), [], 2)
+    assert law == pytest.approx({(0, 0): 0.4375, (1, 1): 0.4375, (0, 1): 0.0625, (1, 0): 0.0625})
+    assert total_variation(law, joint_law(CORRELATED, [], 2)) == pytest.approx(0.125) == bound
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_order_decodes_stay_within_their_bound_and_one_token_per_step_is_exact(seed):
+    from veridec.oracles import HMMOracle
+
+    for oracle in (EnumeratedJoint.random(3, 5, seed=seed, concentration=0.3), HMMOracle.random(4, 3, seed=seed)):
+        joint = joint_law(oracle, [seed % 3], 4)
+        law, bound = random_order_law(oracle, TopK(1), [seed % 3], 4)
+        assert total_variation(law, joint) < 1e-12 and bound < 1e-12
+        for rule in (TopK(2), TopK(3), Threshold(0.3), Threshold(0.8)):
+            law, bound = random_order_law(oracle, rule, [seed % 3], 4, block_length=4 if seed % 2 else 2)
+            assert total_variation(law, joint) <= bound + 1e-12, (rule, seed)
+
+
+@pytest.mark.parametrize("rule", [TopK(2), Threshold(0.5)], ids=lambda r: r.name)
+def test_the_reference_decoder_with_random_remasking_samples_the_random_order_law(rule):
+    oracle = EnumeratedJoint.random(3, 5, seed=8, concentration=0.5)
+    law, _ = random_order_law(oracle, rule, [0], 4, block_length=2)
+    n = 4000
+    canvas = decode(oracle, torch.tensor([[0]] * n), rule=rule, gen_length=4, block_length=2, temperature=1.0,
+                    remasking="random", generator=torch.Generator().manual_seed(1)).canvas
+    seen = Counter(tuple(row) for row in canvas[:, 1:].tolist())
+    common = [x for x, p in law.items() if p * n >= 5]
+    observed = [seen[x] for x in common] + [n - sum(seen[x] for x in common)]
+    expected = [law[x] * n for x in common] + [n - sum(law[x] * n for x in common)]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    with pytest.raises(ValueError, match="TopK and Threshold"):
+        random_order_law(oracle, LocalLeap(kappa=0.7, radius=1, tau=0.55), [0], 4)
