@@ -38,9 +38,9 @@ def decoder_law(oracle, rule, prompt: list[int], gen_length: int, temperature: f
         if mask_id not in canvas[start:]:
             return ((canvas[start:], 1.0),)
         law: dict[tuple, float] = {}
-        for following, weight in _step(oracle, rule, canvas, block_step, start, block_length, temperature):
-            block_end = _block_end(canvas, start, block_length, mask_id)
-            done = mask_id not in following[block_end - block_length:block_end]
+        end = _block_end(canvas, start, block_length, mask_id)
+        for following, weight in _step(oracle, rule, canvas, block_step, end, block_length, temperature):
+            done = mask_id not in following[end - block_length:end]
             for output, p in law_from(following, 0 if done else block_step + 1):
                 law[output] = law.get(output, 0.0) + weight * p
         return tuple(law.items())
@@ -48,11 +48,11 @@ def decoder_law(oracle, rule, prompt: list[int], gen_length: int, temperature: f
     return dict(law_from(tuple(prompt) + (mask_id,) * gen_length, 0))
 
 
-def _step(oracle, rule, canvas: tuple, block_step: int, start: int, block_length: int, temperature: float):
-    """The canvases one step leads to from ``canvas``, each with its probability."""
+def _step(oracle, rule, canvas: tuple, block_step: int, end: int, block_length: int, temperature: float):
+    """The canvases one step leads to from ``canvas`` (its open block ends at ``end``), each with its
+    probability."""
     mask_id, symbols = oracle.special.mask_id, oracle.num_symbols
     x = torch.tensor([canvas], dtype=torch.long, device="cpu")  # [1, L]
-    end = _block_end(canvas, start, block_length, mask_id)
     positions = torch.arange(len(canvas), device="cpu")  # [L]
     candidates = (x == mask_id) & (positions < end)[None]  # [1, L]
     where = candidates[0].nonzero().flatten()  # [m]
@@ -163,32 +163,30 @@ def _random_selections(rule, where: list[int]):
 
 def _subset_laws(oracle, canvas: tuple, chosen: tuple, marginals: torch.Tensor) -> tuple[dict, dict]:
     """(product of the chosen positions' marginals, their joint given the canvas by the chain rule)."""
-    rows = list(itertools.product(range(oracle.num_symbols), repeat=len(chosen)))
-    product = {r: math.prod(marginals[j, t].item() for j, t in zip(chosen, r)) for r in rows}
-    x = torch.tensor([canvas] * len(rows), dtype=torch.long, device="cpu")  # [V^s, L]
-    values = torch.tensor(rows, dtype=torch.long, device="cpu").reshape(len(rows), len(chosen))  # [V^s, s]
-    weights = torch.ones(len(rows), dtype=torch.float64, device="cpu")
-    for i, position in enumerate(chosen):
-        probs = oracle(x).logits[:, position].double().exp()  # [V^s, V + 1]
-        weights = weights * probs.gather(1, values[:, i:i + 1])[:, 0]
-        x[:, position] = values[:, i]
-    joint = {r: w for r, w in zip(rows, weights.tolist())}
+    joint = _chain_rule(oracle, canvas, chosen)
+    product = {r: math.prod(marginals[j, t].item() for j, t in zip(chosen, r)) for r in joint}
     return {r: w for r, w in product.items() if w > 0}, joint
 
 
+def _chain_rule(oracle, canvas: tuple, positions) -> dict[tuple, float]:
+    """The joint law of ``positions`` (masked in ``canvas``) given the rest, by the chain rule over the oracle's
+    exact conditionals: p(v) = prod_i p(v_i | canvas, v_<i) (one batched call per position)."""
+    rows = list(itertools.product(range(oracle.num_symbols), repeat=len(positions)))
+    x = torch.tensor([canvas] * len(rows), dtype=torch.long, device="cpu")  # [V^s, L]
+    values = torch.tensor(rows, dtype=torch.long, device="cpu").reshape(len(rows), len(positions))  # [V^s, s]
+    weights = torch.ones(len(rows), dtype=torch.float64, device="cpu")
+    for i, position in enumerate(positions):
+        probs = oracle(x).logits[:, position].double().exp()  # [V^s, V + 1]
+        weights = weights * probs.gather(1, values[:, i:i + 1])[:, 0]
+        x[:, position] = values[:, i]
+    return dict(zip(rows, weights.tolist()))
+
+
 def joint_law(oracle, prompt: list[int], gen_length: int) -> dict[tuple, float]:
-    """The oracle's joint law of the ``gen_length`` tokens after ``prompt``, by the chain rule over its exact
-    conditionals: p(c) = prod_i p(c_i | prompt, c_<i) (any oracle; one batched call per position)."""
-    completions = torch.tensor(list(itertools.product(range(oracle.num_symbols), repeat=gen_length)),
-                               dtype=torch.long, device="cpu")  # [V^G, G]
-    start, weights = len(prompt), torch.ones(completions.shape[0], dtype=torch.float64, device="cpu")
-    for i in range(gen_length):
-        x = torch.full((completions.shape[0], start + gen_length), oracle.special.mask_id, device="cpu")  # [V^G, L]
-        x[:, :start] = torch.tensor(prompt, dtype=torch.long, device="cpu")
-        x[:, start:start + i] = completions[:, :i]
-        probs = oracle(x).logits[:, start + i].double().exp()  # [V^G, V + 1]
-        weights = weights * probs.gather(1, completions[:, i:i + 1])[:, 0]
-    return {tuple(c): w for c, w in zip(completions.tolist(), weights.tolist()) if w > 0}
+    """The oracle's joint law of the ``gen_length`` tokens after ``prompt`` (any oracle, by the chain rule)."""
+    canvas = tuple(prompt) + (oracle.special.mask_id,) * gen_length
+    law = _chain_rule(oracle, canvas, range(len(prompt), len(canvas)))
+    return {c: w for c, w in law.items() if w > 0}
 
 
 def total_variation(p: dict, q: dict) -> float:
