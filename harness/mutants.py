@@ -666,8 +666,8 @@ MUTANTS: list[Mutant] = [
         "spec/stochastic.md ST2", (STOCHASTIC,)),
     Mutant(
         "tier-s-noncentrality-halved", "testing/stochastic.py",
-        "detects = lambda n: stats.ncx2.sf(critical, df, 2 * n * delta**2) >= power",
-        "detects = lambda n: stats.ncx2.sf(critical, df, n * delta**2) >= power",
+        "return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / (2 * delta**2)))",
+        "return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / delta**2))",
         "the power bound takes lambda >= N delta^2 (half of ST3's), so N is twice what is needed",
         "spec/stochastic.md ST3", (STOCHASTIC,)),
     Mutant(

@@ -71,7 +71,7 @@ def homogeneity(a: Counter, b: Counter) -> tuple[float, int, float]:
     pooled = a + b
     ranked = sorted(pooled, key=lambda value: (-pooled[value], repr(value)))
     own = [value for value in ranked if pooled[value] >= MIN_POOLED][: MAX_CELLS - 1]
-    rest = [value for value in pooled if value not in set(own)]
+    rest = pooled.keys() - set(own)
     table = np.array([[side[value] for value in own] + [sum(side[value] for value in rest)] for side in (a, b)])
     table = table[:, table.sum(axis=0) > 0]  # [2, cells]
     if table.shape[1] < 2:
@@ -87,26 +87,18 @@ def samples_for_power(delta: float, alpha: float, power: float = 0.95, df: int =
     check_probability("delta", delta)
     check_probability("alpha", alpha)
     check_probability("power", power)
-    critical = stats.chi2.isf(alpha, df)
-    detects = lambda n: stats.ncx2.sf(critical, df, 2 * n * delta**2) >= power
-    high = 1
-    while not detects(high):
-        high *= 2
-    low = high // 2
-    while high - low > 1:  # detects(high) and not detects(low), unless low == 0
-        middle = (low + high) // 2
-        low, high = (low, middle) if detects(middle) else (middle, high)
-    return high
+    return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / (2 * delta**2)))
 
 
 def detectable_delta(samples: int, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1) -> float:
     """The smallest total variation ``samples_for_power`` would detect with ``samples`` per side."""
+    return math.sqrt(_noncentrality_needed(alpha, df, power) / (2 * samples))
+
+
+def _noncentrality_needed(alpha: float, df: int, power: float) -> float:
+    """The smallest noncentrality at which the level-``alpha`` test with ``df`` degrees of freedom rejects with
+    probability ``power`` (bisection to float64 resolution; the power increases with the noncentrality)."""
     critical = stats.chi2.isf(alpha, df)
-    noncentrality = _noncentrality_for_power(critical, df, power)
-    return math.sqrt(noncentrality / (2 * samples))
-
-
-def _noncentrality_for_power(critical: float, df: int, power: float) -> float:
     low, high = 0.0, 1.0
     while stats.ncx2.sf(critical, df, high) < power:
         high *= 2
