@@ -28,12 +28,10 @@ from veridec.compare import Divergence, compare_traces, token_match_rate
 from .candidates import fit_candidate
 from .models import check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
-from .strategies import cases
-from .running import CALL_SLACK, Side, full_canvas, resolve_case, run_candidate, run_target
+from .running import CALL_SLACK, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
 from .stochastic import check_probability, law_metrics, run_law_case
+from .strategies import cases
 from .targets import Target, target
-
-
 
 
 @dataclass
@@ -57,8 +55,7 @@ def run_case(candidate: Callable, fit, goal: Target, model, case: dict, conventi
              numeric_error: float = 0.0, ties: str = "lowest", measure_logits: bool = False) -> CaseOutcome:
     """Run both sides on ``case`` and compare them (see the module docstring); ``measure_logits``: also the
     candidate's logit error (tier A)."""
-    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
-    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    prompt, mask = case_tensors(case, model)
     try:
         case = resolve_case(case, model, prompt, mask)
     except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)

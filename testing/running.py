@@ -32,6 +32,13 @@ class Side:
     hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
 
 
+def case_tensors(case: dict, model) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A case's prompt [B, P] and attention mask [B, P] (or None) as tensors on the model's device."""
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
+    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    return prompt, mask
+
+
 def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
     """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
     max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions

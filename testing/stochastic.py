@@ -19,7 +19,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
-from .running import CALL_SLACK, full_canvas, resolve_case, run_candidate, run_target
+from .running import CALL_SLACK, case_tensors, full_canvas, resolve_case, run_candidate, run_target
 
 MAX_CELLS = 20  # cells per test: df <= 19
 MIN_POOLED = 5  # a value gets its own cell when the two samples together hold it this often
@@ -135,8 +135,7 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
     """Decode ``case`` ``samples`` times on each side (seeds 2i on ours, 2i + 1 on theirs, offset by the case's
     seed) and compare the laws of the generated tokens at level ``alpha`` (ST2); ``samples=None``: as many as
     detect a TV of ``delta`` with probability 0.95 (ST3)."""
-    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=model.device)  # [B, P]
-    mask = None if case["attention_mask"] is None else torch.tensor(case["attention_mask"], device=model.device)
+    prompt, mask = case_tensors(case, model)
     try:
         case = resolve_case(case, model, prompt, mask)
     except ValueError as err:
