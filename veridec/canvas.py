@@ -17,10 +17,16 @@ def initial_canvas(model, prompt: torch.Tensor, attention_mask: torch.Tensor | N
                          f"max_length {model.max_length}")
     x = torch.full((batch, prompt_len + gen_length), mask_id, dtype=torch.long, device=model.device)
     x[:, :prompt_len] = prompt
-    if attention_mask is not None:
-        ones = torch.ones(batch, gen_length, dtype=attention_mask.dtype, device=attention_mask.device)
-        attention_mask = torch.cat([attention_mask, ones], dim=-1).to(model.device)
-    return x, attention_mask
+    return x, extended_mask(attention_mask, gen_length, model.device)
+
+
+def extended_mask(attention_mask: torch.Tensor | None, gen_length: int, device) -> torch.Tensor | None:
+    """The prompt's attention mask [B, P] extended with ones over ``gen_length`` generated positions, [B, P + G]
+    on ``device`` (None stays None: no padding)."""
+    if attention_mask is None:
+        return None
+    ones = torch.ones(attention_mask.shape[0], gen_length, dtype=attention_mask.dtype, device=attention_mask.device)
+    return torch.cat([attention_mask, ones], dim=-1).to(device)
 
 
 def check_prompt(model, prompt, attention_mask, mask_id: int) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .canvas import extended_mask
 from .trace import Counters, StepRecord, Trace
 
 
@@ -133,7 +134,6 @@ class RecordingModel:
         trace.steps = [_commits(step_of == step, token_of) for step in range(len(self.calls))]
         return trace
 
-
     @torch.no_grad()
     def logit_errors(self, canvas: torch.Tensor, prompt_length: int, attention_mask: torch.Tensor | None = None,
                      mask_id: int | None = None) -> list[float]:
@@ -143,7 +143,8 @@ class RecordingModel:
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         steps = self.trace(canvas, prompt_length, mask_id).steps
         held = canvas.detach().cpu().clone()  # [B, L] re-masked backwards, call by call
-        padding = _extended(attention_mask, held.shape[1])
+        device = self.model.device
+        keys = extended_mask(attention_mask, held.shape[1] - prompt_length, device)  # [B, L] or None
         errors = []
         for index in range(len(self.calls) - 1, -1, -1):
             for row, positions in enumerate(steps[index].positions):
@@ -151,22 +152,12 @@ class RecordingModel:
             call = self.calls[index]
             if call.logits is None:
                 continue
-            device = self.model.device
-            keys = None if padding is None else padding.to(device)
             full = self.model(held.to(device), attention_mask=keys).logits.cpu()  # [B, L, V]
             want = full.gather(1, call.positions[..., None].expand(-1, -1, full.shape[-1])).double()  # [B, Q, V]
             got = call.logits.double()
             finite = torch.isfinite(want) & torch.isfinite(got)
             errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
         return errors[::-1]
-
-
-def _extended(mask: torch.Tensor | None, length: int) -> torch.Tensor | None:
-    """The prompt's attention mask [B, P] extended with ones to the canvas length [B, L] (None: no padding)."""
-    if mask is None:
-        return None
-    mask = mask.detach().cpu()
-    return torch.cat([mask, mask.new_ones(mask.shape[0], length - mask.shape[1])], dim=1)
 
 
 def _commits(chosen: torch.Tensor, tokens_of: torch.Tensor) -> StepRecord:
