@@ -245,7 +245,7 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     if tier == "A":
         _judge_against_baseline(result, baseline)
     if result.failure is not None:
-        result.reproducer = reproducer_snippet(result, goal, fit, model_name)
+        result.reproducer = reproducer_snippet(result, goal, fit, model_name, against, cache)
         result.command = reproducer_command(result, against, model_name, cache)
     return result
 

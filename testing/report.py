@@ -83,23 +83,24 @@ def _diagnosis_lines(diagnosis: dict) -> list[str]:
     return lines
 
 
-def reproducer_snippet(result, goal, fit, model_name: str) -> str:
+def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) -> str:
     """Python that reruns the failing case on both sides and prints both canvases (tier S: reruns the check of
-    the case, whose samples are drawn from seeds derived from it)."""
+    the case, whose samples are drawn from seeds derived from it). ``against`` and ``cache`` as check_decoder
+    was given them."""
     case = result.failure.case
+    load = (f'candidate = load_candidate("{result.source}")' if result.source else
+            f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
     if result.tier == "S":
-        load = (f'candidate = load_candidate("{result.source}")' if result.source else
-                f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
+        named = isinstance(against, str)
         return "\n".join([
             "from veridec.testing import check_decoder, load_candidate", load,
-            f"result = check_decoder(candidate, {result.against.split()[0]!r}, cache={_cache(result)!r}, "
+            *([] if named else ["# reference = the callable you passed as against= (define it here)"]),
+            f"result = check_decoder(candidate, {repr(against) if named else 'reference'}, cache={cache!r}, "
             f"convention={result.convention!r}, model={model_name!r}, tier='S', ties={result.ties!r}, "
             f"alpha={result.alpha!r}, delta={result.delta!r}, samples={result.samples!r}, case={case!r})",
             "print(result.markdown())"]) + "\n"
     settings, _ = live_hooks(goal.settings_of(case))
     arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
-    load = (f'candidate = load_candidate("{result.source}")' if result.source else
-            f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
     module, name = goal.call.rsplit(".", 1)
     ours = (f"{name}(model, prompt, attention_mask, ties={result.ties!r}, {goal.fixed}{arguments}).canvas"
             if goal.veridec else f"reference(adapt(model, {result.convention!r}), prompt, {arguments})")
@@ -138,8 +139,3 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
             words[-2:-2] = ["--samples", str(result.samples)]
     return shlex.join(words)
 
-
-def _cache(result) -> str:
-    """The cache policy in the target's name ("fastdllm --cache dual" -> "dual")."""
-    words = result.against.split()
-    return words[words.index("--cache") + 1] if "--cache" in words else "none"

@@ -99,6 +99,9 @@ def test_tier_s_passes_same_law_decoders_and_catches_shifted_ones():
     caught = check_decoder(twice, **DREAM, max_examples=2, samples=300, settings=ONE_TOKEN)
     assert not caught.passed and "the output laws differ" in caught.failure.problems[0]
     assert "tier='S'" in caught.reproducer and caught.metrics["detectable_tv"] > 0
+    rerun = {}
+    exec(caught.reproducer.replace("print(result.markdown())", ""), rerun)  # the snippet redraws the same samples
+    assert not rerun["result"].passed and "the output laws differ" in rerun["result"].failure.problems[0]
     dual = dict(against="fastdllm", cache="dual", model="tiny-llada", tier="S", max_examples=2, samples=200)
     assert check_decoder(load_candidate(f"{EXAMPLES}/fastdllm_dual.py:generate"), **dual).passed
     noisy = load_candidate(f"{EXAMPLES}/fastdllm_dual_broken.py:confidence_of_noisy_logits")
