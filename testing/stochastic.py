@@ -141,7 +141,7 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
     except ValueError as err:
         return LawOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     mask_id = model.special.mask_id
-    decoded = prompt.shape[0] * _generated(goal, case) + int((prompt == mask_id).sum())  # positions decoded
+    decoded = prompt.shape[0] * case["settings"][goal.length_name] + int((prompt == mask_id).sum())  # filled
     tests = 2 * decoded  # the whole output, each position, each adjacent pair
     n = samples or samples_for_power(delta, alpha / tests)
     ours, theirs = [], []
@@ -169,11 +169,6 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
                                 f"(Bonferroni over {len(comparison.tests)} tests: {comparison.corrected_p:.3g} < "
                                 f"{alpha:.3g}), {n} samples per side")
     return outcome
-
-
-def _generated(goal, case: dict) -> int:
-    settings = case["settings"]
-    return settings.get(goal.length_name) or settings["gen_length"]
 
 
 def _decoded_tokens(canvas: torch.Tensor, prompt: torch.Tensor, mask_id: int) -> tuple:

@@ -119,4 +119,5 @@ def fastdllm_top1(ctx: VerifyContext):
         slow = generate(ctx.higher, prompt, steps=16, gen_length=16, block_length=8)
         ok &= torch.equal(fast.canvas, slow.canvas) and fast.trace.counters.full_forwards == 16
         gaps.append(_min_gap(slow.trace))
-    return len(gaps), ok, min(gaps), "confidence gap", f"{str(next(ctx.higher.parameters()).dtype)[6:]} model"
+    dtype = str(next(ctx.higher.parameters()).dtype).removeprefix("torch.")
+    return len(gaps), ok, min(gaps), "confidence gap", f"{dtype} model"
