@@ -10,12 +10,12 @@ import json
 import os
 import sys
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep instead of spinning
 
 import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 from veridec.files import write_text_atomic  # noqa: E402
 from veridec.rules.common import REMASKING  # noqa: E402
@@ -27,7 +27,9 @@ from .distributed import Group  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, number, seed)
-from .checks.registry import VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
+from .checks.registry import CheckResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
+from .records import weights_sha256  # noqa: E402
+from .units import Unit, announce_resume, open_records, run_units  # noqa: E402
 from .workloads import BLOCK  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
@@ -93,7 +95,10 @@ def _verify_parser(commands) -> None:
     ver.add_argument("--seed", type=seed, default=0)
     ver.add_argument("--only", default=None, help="run checks whose name contains this text")
     ver.add_argument("--no-table", action="store_true", help="skip the exactness table")
-    ver.add_argument("--out", type=Path, default=None, help="write exactness.md and exactness.json here")
+    ver.add_argument("--out", type=Path, default=None,
+                     help="write exactness.md and exactness.json here; the checks and rows are recorded there as "
+                          "they finish (a rerun resumes; needed under torchrun)")
+    ver.add_argument("--fresh", action="store_true", help="with --out: recompute every check and row")
     ver.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                      help="the model's dtype; rounding measured one precision up (float32: a float64 copy; "
                           "bfloat16: a float32 copy, never float64: for 8B checkpoints)")
@@ -148,6 +153,8 @@ def _experiment_parser(commands) -> None:
     exp.add_argument("--quick", action="store_true", help="a reduced run (a minute or two on 2 cores)")
     exp.add_argument("--seed", type=seed, default=0)
     exp.add_argument("--quiet", action="store_true", help="no progress bar")
+    exp.add_argument("--fresh", action="store_true",
+                     help="recompute every unit (default: resume from --out's NAME.records.jsonl)")
     exp.set_defaults(run=run_experiment)
 
 
@@ -168,25 +175,45 @@ def _model_args(sub: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------------------- verify
 def run_verify(args) -> int:
     device = check_device(args.device)
-    if args.out and (args.no_table or args.only):
-        raise UsageError("--out writes the exactness table, which --no-table and --only skip")
+    if args.fresh and args.out is None:
+        raise UsageError("--fresh recomputes the records of --out; give --out")
     check_output_dir(args.out, "--out")
     check_output_file(args.json, "--json")
     checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
     if not checks:
         raise UsageError(f"--only {args.only!r} matches no check")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and args.out is None:
+        raise UsageError("under torchrun, verify needs --out: the processes share their results through its records")
+    group = Group.join(device)
+    try:
+        return verify_in_group(args, checks, group, group.device(device))
+    finally:
+        group.leave()
+
+
+def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
+    """The checks (each a unit: recorded in --out/verify.records.jsonl, shared among torchrun's processes), then
+    the exactness table; rank 0 prints and writes the results."""
     dtype = getattr(torch, args.dtype)
     higher = torch.float64 if dtype == torch.float32 else torch.float32  # one precision up (spec E3)
     context = VerifyContext(load_model_arg(args.model, device, dtype), load_model_arg(args.model, device, higher),
                             args.seed, args.quick)
-    results = [item.run(context) for item in tqdm(checks, disable=args.quiet, desc="verify", leave=False)]
-    prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
-    records = exactness.records_for(args.out, args.model, prompts, gen, BLOCK, args.seed, dtype=dtype) \
+    weights = weights_sha256(context.model) if args.out else None
+    records = open_records(args.out, "verify", {"run": "verify", "model": args.model, "dtype": args.dtype,
+                                                "seed": args.seed, "quick": args.quick}, args.fresh, group) \
         if args.out else None
-    announce_resume(records, args.quiet)
+    announce_resume(records, args.quiet, group)
+    units = [Unit({"check": item.name, "weights": weights}, partial(run_check, item, context)) for item in checks]
+    found = run_units(units, records, group, "verify", args.quiet)
+    prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
+    table = dict(model_name=args.model, decoders=exactness.VERIFY_DECODERS, prompts=prompts, gen_length=gen,
+                 block_length=BLOCK, seed=args.seed, device=device, loaded=context.model, quiet=args.quiet,
+                 dtype=dtype)
     rows = [] if args.no_table or args.only else \
-        exactness.build_table(args.model, exactness.VERIFY_DECODERS, prompts, gen, seed=args.seed, device=device,
-                              loaded=context.model, quiet=args.quiet, records=records, dtype=dtype)
+        shared_table(args, group, table, models={args.model: (context.model, weights)})
+    if group.rank > 0:
+        return 0
+    results = [CheckResult(**result) for result in found]
     if rows:
         results.append(exactness.exactness_result(rows))
     print(format_table(results))
@@ -200,12 +227,6 @@ def run_verify(args) -> int:
                                          "checks": results_to_json(results),
                                          "exactness": [asdict(r) for r in rows]}, indent=2))
     return 0 if all(r.passed for r in results) else 1
-
-
-def announce_resume(records, quiet: bool) -> None:
-    if records is not None and records.resumed and not quiet:
-        print(f"veridec: resuming: {records.resumed} finished row(s) from {records.path} (--fresh recomputes "
-              "them)", file=sys.stderr)
 
 
 def run_exactness(args) -> int:
@@ -236,14 +257,19 @@ def run_exactness(args) -> int:
         group.leave()
 
 
-def shared_table(args, group: Group, table: dict) -> list:
-    """The exactness table, resumable; under torchrun each rank computes its share, then rank 0 merges the
-    records and returns the whole table (the other ranks: their own rows)."""
+def run_check(item, context: VerifyContext) -> dict:
+    return asdict(item.run(context))
+
+
+def shared_table(args, group: Group, table: dict, models: dict | None = None) -> list:
+    """The exactness table, resumable when ``args.out`` is given; under torchrun each rank computes its share,
+    then rank 0 merges the records and returns the whole table (the other ranks: their own rows). ``models``:
+    name -> (model, weights sha256) already loaded and hashed."""
     records = exactness.records_for(args.out, table["model_name"], table["prompts"], table["gen_length"],
-                                    table["block_length"], table["seed"], args.fresh, group, table["dtype"])
-    if group.rank == 0:
-        announce_resume(records, args.quiet)
-    models = {}  # loaded and hashed once, reused by rank 0's merge pass
+                                    table["block_length"], table["seed"], args.fresh, group, table["dtype"]) \
+        if args.out else None
+    announce_resume(records, args.quiet, group)
+    models = {} if models is None else models  # loaded and hashed once, reused by rank 0's merge pass
     try:
         rows = exactness.build_table(**table, records=records, group=group, models=models)
     except BaseException:
@@ -316,10 +342,17 @@ def run_baseline(args) -> int:
 
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
+    """One experiment; under torchrun its units are shared among the processes and rank 0 writes the report."""
     check_output_dir(args.out, "--out")
     module = importlib.import_module(f"veridec.harness.experiments.{args.name}")
-    module.run(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet)
-    print((args.out / f"{args.name}.md").read_text())
+    group = Group.join(torch.device("cpu"))
+    try:
+        report = module.run(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, group=group,
+                            fresh=args.fresh)
+    finally:
+        group.leave()
+    if report is not None:
+        print((args.out / f"{args.name}.md").read_text())
     return 0
 
 

@@ -31,6 +31,7 @@ from veridec.rules.presets import PRESETS
 from .checks.registry import CheckResult
 from .distributed import Group
 from .records import Records, weights_sha256
+from .units import open_records
 from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
@@ -253,13 +254,9 @@ def records_for(out, model_name: str, prompts: int, gen_length: int, block_lengt
                 fresh: bool = False, group: Group = Group(), dtype: torch.dtype = torch.float32) -> Records:
     """The table's records in ``out``/exactness.records.jsonl (rank r > 0: .rank{r}.jsonl beside it): a rerun
     with the same settings resumes there; ``fresh`` (done by rank 0) starts over."""
-    path = out / "exactness.records.jsonl"
-    if fresh and group.rank == 0:
-        for old in [path, *path.parent.glob(f"{path.stem}.rank*.jsonl")]:
-            old.unlink(missing_ok=True)
-    group.barrier()
-    return Records(path, {"table": "exactness", "dtype": str(dtype).removeprefix("torch."),
-                          **table_meta(model_name, prompts, gen_length, block_length, seed)}, group.rank)
+    return open_records(out, "exactness", {"table": "exactness", "dtype": str(dtype).removeprefix("torch."),
+                                           **table_meta(model_name, prompts, gen_length, block_length, seed)},
+                        fresh, group)
 
 
 def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int, seed: int) -> dict:

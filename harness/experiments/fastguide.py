@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -26,7 +27,10 @@ from veridec.reference.guided import generate as sequential_guided
 from veridec.reference.guided import parallel_guided
 from veridec.rules.presets import PRESETS
 
-from ..workloads import corpus_texts, progress, validity
+from ..distributed import Group
+from ..records import weights_sha256
+from ..units import Unit, announce_resume, open_records, run_units
+from ..workloads import corpus_texts, validity
 
 TRAJECTORIES = 4
 SWEEP_PROMPTS = 3  # the sweeps run on the first prompts only (each sweep point costs a full table row)
@@ -50,25 +54,30 @@ def methods(guidance: GuidanceParams) -> dict:
     return out
 
 
-def evaluate(decode, model, reward, prompts, gen: int, seed: int) -> dict:
-    """Top@1, Avg@4, validity, tokens/step, seconds per generation over TRAJECTORIES per prompt."""
-    tops, avgs, valid, steps, seconds, all_scores = [], [], [], [], 0.0, []
-    for i, (ids, text) in enumerate(prompts):
-        scores = []
-        for t in range(TRAJECTORIES):
-            start = time.perf_counter()
-            out = decode(model, ids, reward, text, torch.Generator().manual_seed(seed * 1000 + i * 10 + t), gen)
-            seconds += time.perf_counter() - start
-            scores.append(reward.bind([text]).score_tokens(out.canvas[:, ids.shape[1]:]).item())
-            valid.append(validity(model, out.canvas, ids, None, [text]))
-            steps.append(len([s for s in out.trace.steps if s.positions[0]]))
-        tops.append(max(scores))
-        avgs.append(sum(scores) / len(scores))
-        all_scores.append(scores)
-    n = len(prompts) * TRAJECTORIES
-    return {"top1": round(sum(tops) / len(tops), 4), "avg4": round(sum(avgs) / len(avgs), 4),
-            "validity": round(sum(valid) / n, 4), "tokens_per_step": round(gen * n / sum(steps), 3),
-            "s_per_gen": round(seconds / n, 3), "scores": all_scores}
+def evaluate_prompt(decode, model, reward, ids, text: str, index: int, gen: int, seed: int) -> dict:
+    """TRAJECTORIES decodes of one prompt (generator seeds from the prompt's index): each one's reward score,
+    validity and steps, and their seconds."""
+    torch.manual_seed(seed * 1000 + index)
+    scores, valid, steps, seconds = [], [], [], 0.0
+    for t in range(TRAJECTORIES):
+        start = time.perf_counter()
+        out = decode(model, ids, reward, text, torch.Generator().manual_seed(seed * 1000 + index * 10 + t), gen)
+        seconds += time.perf_counter() - start
+        scores.append(reward.bind([text]).score_tokens(out.canvas[:, ids.shape[1]:]).item())
+        valid.append(validity(model, out.canvas, ids, None, [text]))
+        steps.append(len([s for s in out.trace.steps if s.positions[0]]))
+    return {"scores": scores, "valid": valid, "steps": steps, "seconds": seconds}
+
+
+def summarize(per_prompt: list[dict], gen: int) -> dict:
+    """Top@1, Avg@4, validity, tokens/step and seconds per generation over every prompt's trajectories."""
+    scores = [p["scores"] for p in per_prompt]
+    n = len(per_prompt) * TRAJECTORIES
+    return {"top1": round(sum(max(s) for s in scores) / len(scores), 4),
+            "avg4": round(sum(sum(s) / len(s) for s in scores) / len(scores), 4),
+            "validity": round(sum(sum(p["valid"]) for p in per_prompt) / n, 4),
+            "tokens_per_step": round(gen * n / sum(sum(p["steps"]) for p in per_prompt), 3),
+            "s_per_gen": round(sum(p["seconds"] for p in per_prompt) / n, 3), "scores": scores}
 
 
 def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: GuidanceParams) -> dict:
@@ -97,17 +106,38 @@ def time_breakdown(model, reward, prompt_ids, text: str, gen: int, guidance: Gui
 
 
 def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | None = None, reward=None,
-        quiet: bool = False) -> dict:
-    """``sizes`` = (prompts, gen length) overrides the quick/full sizes; ``reward`` the shipped reward model."""
+        quiet: bool = False, group: Group = Group(), fresh: bool = False) -> dict | None:
+    """The report (rank 0; other ranks of a torchrun: None). ``sizes`` = (prompts, gen length) overrides the
+    quick/full sizes; ``reward`` the shipped reward model. Each (method or sweep point, prompt), the time
+    breakdown and each batch size is a unit recorded in ``out``/fastguide.records.jsonl as it finishes."""
     n_prompts, gen = sizes or ((2, 64) if quick else (6, 128))
-    torch.manual_seed(seed)
     model = load_model("default", dtype=torch.float32)
     reward = reward or load_default_reward(model.tokenizer)
     guidance = GuidanceParams()
     prompts = [(torch.tensor([model.tokenizer(t)["input_ids"]], device=model.device), t)
                for t in corpus_texts(n_prompts, seed)]
-    table = {name: evaluate(fn, model, reward, prompts, gen, seed)
-             for name, fn in progress(methods(guidance).items(), "fastguide: methods", quiet)}
+    sweep_prompts = min(n_prompts, SWEEP_PROMPTS)
+    meta = {"quick": quick, "seed": seed, "prompts": n_prompts, "sweep_prompts": sweep_prompts, "gen_length": gen,
+            "trajectories": TRAJECTORIES}
+    records = open_records(out, "fastguide", {"experiment": "fastguide", **meta}, fresh, group)
+    announce_resume(records, quiet, group)
+    named = {"model": "default", "weights": weights_sha256(model), "reward": weights_sha256(reward.model)}
+    evaluated = {("table", name): (fn, n_prompts) for name, fn in methods(guidance).items()}
+    evaluated |= {key: (fn, sweep_prompts) for key, fn in sweep_decoders(guidance, quick).items()}
+    units = [Unit({**named, "part": part, "point": point, "prompt": i},
+                  partial(evaluate_prompt, fn, model, reward, *prompts[i], i, gen, seed))
+             for (part, point), (fn, count) in evaluated.items() for i in range(count)]
+    units.append(Unit({**named, "part": "time_breakdown"},
+                      partial(time_breakdown, model, reward, *prompts[0], gen, guidance)))
+    units += [Unit({**named, "part": "batch", "point": batch},
+                   partial(batch_seconds, model, reward, *prompts[0], gen, guidance, batch, seed)) for batch in BATCHES]
+    results = run_units(units, records, group, "fastguide", quiet)
+    if results is None:
+        return None
+    found = {tuple(u.key[part] for part in ("part", "point", "prompt") if part in u.key): result
+             for u, result in zip(units, results)}  # (part[, point[, prompt]]) -> result
+    summary = {key: summarize([found[(*key, i)] for i in range(count)], gen) for key, (_, count) in evaluated.items()}
+    table = {point: row for (part, point), row in summary.items() if part == "table"}
     bon_pool = table["Unguided sequential (BoN pool)"]
     # Best-of-N is the unguided pool scored by the reward: the same trajectories, all N paid for per answer
     table["Best-of-N (4)"] = {**bon_pool, "s_per_gen": round(bon_pool["s_per_gen"] * TRAJECTORIES, 3)}
@@ -117,13 +147,16 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
     fast = table["FastGuide (k 8)"]
     bon = table["Best-of-N (4)"]
     retention = (fast["top1"] - bon["top1"]) / (seq["top1"] - bon["top1"]) if seq["top1"] != bon["top1"] else None
-    report = {"quick": quick, "seed": seed, "prompts": n_prompts, "sweep_prompts": min(n_prompts, SWEEP_PROMPTS),
-              "gen_length": gen, "trajectories": TRAJECTORIES,
-              "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
+    sweeps = {}
+    for (part, point), row in summary.items():
+        if part != "table":
+            sweeps.setdefault(part, {})[point] = row
+    sweeps["greedy"] = sweeps["greedy"]["k 8"]
+    sweeps["seconds_per_trajectory_by_batch"] = {str(b): found[("batch", b)]["seconds"] for b in BATCHES}
+    report = {**meta, "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
               "retention": None if retention is None else round(retention, 4),
               "top1_gain_over_bon": {"sequential": paired_gain(seq, bon), "fastguide": paired_gain(fast, bon)},
-              "time_breakdown": time_breakdown(model, reward, prompts[0][0], prompts[0][1], gen, guidance),
-              "sweeps": sweeps(model, reward, prompts[:SWEEP_PROMPTS], gen, seed, guidance, quick)}
+              "time_breakdown": found[("time_breakdown",)], "sweeps": sweeps}
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "fastguide.json", json.dumps(report, indent=2))
     write_text_atomic(out / "fastguide.md", to_markdown(report))
@@ -139,31 +172,30 @@ def paired_gain(row: dict, base: dict) -> dict:
     return {"mean": round(mean, 4), "stderr": None if spread is None else round(spread / len(gains) ** 0.5, 4)}
 
 
-def sweeps(model, reward, prompts, gen: int, seed: int, guidance: GuidanceParams, quick: bool) -> dict:
-    """tau, window (with exact recomputation), greedy and batch size, FastGuide k 8; verification order at k 4
-    without deferral (seed 000 Table 8's setting: every step commits exactly 4)."""
+BATCHES = (1, 2, 4)  # the batch sizes of D.4's curve
+
+
+def sweep_decoders(guidance: GuidanceParams, quick: bool) -> dict:
+    """(sweep, point) -> decode: tau, window (with exact recomputation) and greedy, FastGuide k 8; verification
+    order at k 4 without deferral (seed 000 Table 8's setting: every step commits exactly 4)."""
     taus = (0.0, 0.5, 0.9) if quick else (0.0, 0.3, 0.5, 0.7, 0.9)
     windows = (0, 1, 2, 4) if quick else (0, 1, 2, 4, 8)
     sparse = lambda params: lambda m, p, r, t, g, n: fastguide_sparse(  # noqa: E731
         m, p, r, [t], gen_length=n, params=params, guidance=guidance, generator=g)
-    result = {"tau": {str(tau): evaluate(sparse(FastGuideParams(tau=tau)), model, reward, prompts, gen, seed)
-                      for tau in taus},
-              "window": {str(w): evaluate(sparse(FastGuideParams(window=w)), model, reward, prompts, gen, seed)
-                         for w in windows},
-              "order": {order: evaluate(sparse(FastGuideParams(k=4, tau=0.0, order=order)), model, reward, prompts,
-                                        gen, seed) for order in ORDERS},
-              "greedy": evaluate(sparse(FastGuideParams(greedy=True)), model, reward, prompts, gen, seed)}
-    result["window"]["exact"] = evaluate(lambda m, p, r, t, g, n: fastguide_exact(
-        m, p, r, [t], gen_length=n, guidance=guidance, generator=g), model, reward, prompts, gen, seed)
-    ids, text = prompts[0]
-    curve = {}
-    for batch in (1, 2, 4):
-        start = time.perf_counter()
-        fastguide_sparse(model, ids.repeat(batch, 1), reward, [text] * batch, gen_length=gen, guidance=guidance,
-                         generator=torch.Generator().manual_seed(seed))
-        curve[str(batch)] = round((time.perf_counter() - start) / batch, 3)
-    result["seconds_per_trajectory_by_batch"] = curve
-    return result
+    return {**{("tau", str(tau)): sparse(FastGuideParams(tau=tau)) for tau in taus},
+            **{("window", str(w)): sparse(FastGuideParams(window=w)) for w in windows},
+            ("window", "exact"): lambda m, p, r, t, g, n: fastguide_exact(m, p, r, [t], gen_length=n,
+                                                                          guidance=guidance, generator=g),
+            **{("order", order): sparse(FastGuideParams(k=4, tau=0.0, order=order)) for order in ORDERS},
+            ("greedy", "k 8"): sparse(FastGuideParams(greedy=True))}
+
+
+def batch_seconds(model, reward, ids, text: str, gen: int, guidance: GuidanceParams, batch: int, seed: int) -> dict:
+    """Seconds per trajectory of one sparse FastGuide decode of ``batch`` copies of a prompt."""
+    start = time.perf_counter()
+    fastguide_sparse(model, ids.repeat(batch, 1), reward, [text] * batch, gen_length=gen, guidance=guidance,
+                     generator=torch.Generator().manual_seed(seed))
+    return {"seconds": round((time.perf_counter() - start) / batch, 3)}
 
 
 def to_markdown(report: dict) -> str:

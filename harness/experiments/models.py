@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -25,7 +26,10 @@ from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
 from .. import corpus
-from ..workloads import BLOCK, corpus_cases, generated_lines, progress
+from ..distributed import Group
+from ..records import weights_sha256
+from ..units import Unit, announce_resume, open_records, run_units
+from ..workloads import BLOCK, corpus_cases, generated_lines
 
 
 def prompt_decoders(gen: int) -> dict:
@@ -73,103 +77,154 @@ def fill_masks(model, x: torch.Tensor, threshold: float | None = None, per_step:
     return Decoded(x, trace)
 
 
-def decode_each(decode, model, rows: list[list[int]]) -> tuple[list[torch.Tensor], dict]:
-    """Decode every prompt alone (a batch would make each row wait for the slowest: its steps would not be
-    the row's own) -> the canvases and the cost statistics summed over prompts."""
-    canvases, forwards, steps, committed, confident = [], 0, 0, 0, 0.0
-    start = time.time()
-    for row in rows:
-        canvas, trace = decode(model, torch.tensor([row], device=model.device))
-        canvases.append(canvas[0])
-        forwards += trace.counters.full_forwards
-        steps += len(trace.steps)
-        committed += trace.tokens_committed()
-        confident += confident_share(trace) * trace.tokens_committed()
-    return canvases, {"tokens_per_step": round(committed / max(1, steps), 3),
-                      "full_forwards_per_prompt": round(forwards / len(rows), 2),
-                      "share_conf_gt_0.9": round(confident / max(1, committed), 4),
-                      "seconds": round(time.time() - start, 2)}
+def decode_one(decode, model, row: list[int], seed: int) -> tuple[torch.Tensor, dict]:
+    """Decode one prompt alone (in a batch each row would wait for the slowest: its steps would not be its own),
+    torch's generator seeded for this prompt -> the canvas [L] and its costs (``costs`` sums them)."""
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    canvas, trace = decode(model, torch.tensor([row], device=model.device))
+    return canvas[0], {"full_forwards": trace.counters.full_forwards, "steps": len(trace.steps),
+                       "committed": trace.tokens_committed(), "confident": confident_count(trace),
+                       "seconds": time.perf_counter() - start}
 
 
-def confident_share(trace: Trace, level: float = 0.9) -> float:
-    """Share of committed tokens whose probability (softmax of the recorded logits) exceeds ``level``."""
+def costs(units: list[dict]) -> dict:
+    """A decoder's costs over its prompts: tokens per step, full forwards per prompt, the share of committed
+    tokens with confidence > 0.9 and the seconds, summed."""
+    total = lambda field: sum(unit[field] for unit in units)  # noqa: E731
+    return {"tokens_per_step": round(total("committed") / max(1, total("steps")), 3),
+            "full_forwards_per_prompt": round(total("full_forwards") / len(units), 2),
+            "share_conf_gt_0.9": round(total("confident") / max(1, total("committed")), 4),
+            "seconds": round(total("seconds"), 2)}
+
+
+def confident_count(trace: Trace, level: float = 0.9) -> int:
+    """Committed tokens whose probability (softmax of the recorded logits) exceeds ``level``."""
     probs = [torch.tensor(logits, dtype=torch.float64, device="cpu").softmax(-1)[token].item()
              for step in trace.steps for row_logits, row_tokens in zip(step.logits, step.tokens)
              for logits, token in zip(row_logits, row_tokens)]
-    return sum(p > level for p in probs) / max(1, len(probs))
+    return sum(p > level for p in probs)
 
 
-def prompt_mode(model, decoders: dict, n_prompts: int, seed: int, quiet: bool = False) -> dict:
+def unit_seed(seed: int, index: int) -> int:
+    """The generator seed of prompt ``index`` (per prompt, so a unit's result does not depend on the others)."""
+    return seed * 1_000_003 + index
+
+
+def prompt_units(model, weights: str, decoders: dict, n_prompts: int, seed: int) -> list[Unit]:
+    """One unit per (decoder, held-out prompt) of prompt mode."""
     cases = corpus_cases(n_prompts, random.Random(seed))
     rows = [model.tokenizer(case.prompt)["input_ids"] for case in cases]
-    results = {}
-    for name, decode in progress(decoders.items(), "models: prompt mode", quiet):
-        torch.manual_seed(seed)
-        canvases, stats = decode_each(decode, model, rows)
-        valid = lines = exact = 0
-        for canvas, row, (_, prompt, truth) in zip(canvases, rows, cases):
-            partial = prompt.split("\n")[-1]
-            written, _ = generated_lines(model, canvas, len(row), partial)
-            score = corpus.score_text("\n".join(written))
-            valid, lines = valid + score.valid, lines + score.lines
-            exact += bool(written) and written[0] == partial + truth
-        results[name] = {"validity": round(valid / max(1, lines), 4), "lines_scored": lines,
-                         "first_line_exact": round(exact / len(cases), 4), **stats}
-    return results
+    return [Unit({"section": "prompt_mode", "model": "default", "weights": weights, "decoder": name, "prompt": i},
+                 partial(continue_prompt, decode, model, case, row, unit_seed(seed, i)))
+            for name, decode in decoders.items() for i, (case, row) in enumerate(zip(cases, rows))]
 
 
-def infill_mode(model, decoders: dict, n_docs: int, seed: int, quiet: bool = False) -> dict:
+def continue_prompt(decode, model, case, row: list[int], seed: int) -> dict:
+    canvas, stats = decode_one(decode, model, row, seed)
+    partial_line = case.prompt.split("\n")[-1]
+    written, _ = generated_lines(model, canvas, len(row), partial_line)
+    score = corpus.score_text("\n".join(written))
+    return {"valid": score.valid, "lines": score.lines,
+            "exact": bool(written) and written[0] == partial_line + case.truth, **stats}
+
+
+def prompt_summary(units: list[dict]) -> dict:
+    valid, lines = sum(u["valid"] for u in units), sum(u["lines"] for u in units)
+    return {"validity": round(valid / max(1, lines), 4), "lines_scored": lines,
+            "first_line_exact": round(sum(u["exact"] for u in units) / len(units), 4), **costs(units)}
+
+
+def infill_units(model, weights: str, decoders: dict, n_docs: int, seed: int) -> list[Unit]:
+    """One unit per (decoder, held-out document with half of its characters masked) of infill mode."""
     rng = random.Random(seed + 1)
     docs = [corpus.generate_document(rng, 60, max_lines=3) for _ in range(n_docs)]
     rows = []
     for doc in docs:
         ids = model.tokenizer(doc)["input_ids"] + [model.special.eos_id]  # the EOS stays visible
         rows.append([model.special.mask_id if rng.random() < 0.5 else t for t in ids[:-1]] + ids[-1:])
-    results = {}
-    for name, decode in progress(infill_decoders().items(), "models: infill mode", quiet):
-        canvases, stats = decode_each(decode, model, rows)
-        valid = lines = restored = 0
-        for doc, canvas in zip(docs, canvases):
-            ids = canvas.tolist()
-            text = model.tokenizer.decode(ids[: ids.index(model.special.eos_id)] if model.special.eos_id in ids
-                                          else ids)
-            score = corpus.score_text(text)
-            valid, lines, restored = valid + score.valid, lines + score.lines, restored + (text == doc)
-        results[name] = {"validity": round(valid / max(1, lines), 4),
-                         "restored_exactly": round(restored / n_docs, 4), **stats}
-    return results
+    return [Unit({"section": "infill_mode", "model": "default", "weights": weights, "decoder": name, "prompt": i},
+                 partial(infill_document, decode, model, doc, row, unit_seed(seed, i)))
+            for name, decode in decoders.items() for i, (doc, row) in enumerate(zip(docs, rows))]
 
 
-def hmm_world(n_prompts: int, gen: int, seed: int, quiet: bool = False) -> dict:
-    """Continue HMM samples; score the continuation by its exact conditional log-likelihood per token."""
-    model, hmm = load_model("hmm"), load_world_hmm()
-    prompt_len = 32
-    samples = hmm.sample(n_prompts, prompt_len + gen, generator=torch.Generator().manual_seed(seed))
-    prompts = samples[:, :prompt_len]
-    prefix_ll = hmm.log_likelihood(prompts)
-    truth_nll = -(hmm.log_likelihood(samples) - prefix_ll).mean().item() / gen
-    results = {"true_continuations_nll_per_token": round(truth_nll, 4)}
-    for name, decode in progress(prompt_decoders(gen).items(), "models: hmm world", quiet):
-        torch.manual_seed(seed)
-        canvases, stats = decode_each(decode, model, prompts.tolist())
-        canvas = torch.stack(canvases)
-        symbols = (canvas < hmm.num_symbols).all(dim=1)  # a special token is not an HMM symbol
-        nll = -(hmm.log_likelihood(canvas[symbols]) - prefix_ll[symbols]).mean().item() / gen
-        results[name] = {"nll_per_token": round(nll, 4), "rows_with_non_symbols": int((~symbols).sum()), **stats}
-    return results
+def infill_document(decode, model, doc: str, row: list[int], seed: int) -> dict:
+    canvas, stats = decode_one(decode, model, row, seed)
+    ids = canvas.tolist()
+    text = model.tokenizer.decode(ids[: ids.index(model.special.eos_id)] if model.special.eos_id in ids else ids)
+    score = corpus.score_text(text)
+    return {"valid": score.valid, "lines": score.lines, "restored": text == doc, **stats}
 
 
-def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False) -> dict:
+def infill_summary(units: list[dict]) -> dict:
+    valid, lines = sum(u["valid"] for u in units), sum(u["lines"] for u in units)
+    return {"validity": round(valid / max(1, lines), 4),
+            "restored_exactly": round(sum(u["restored"] for u in units) / len(units), 4), **costs(units)}
+
+
+HMM_PROMPT = 32  # tokens of each HMM sample given as the prompt
+
+
+def hmm_samples(n_prompts: int, gen: int, seed: int) -> torch.Tensor:
+    """HMM samples [n, HMM_PROMPT + gen]: the first HMM_PROMPT tokens are the prompts, the rest the truth."""
+    return load_world_hmm().sample(n_prompts, HMM_PROMPT + gen, generator=torch.Generator().manual_seed(seed))
+
+
+def hmm_units(decoders: dict, n_prompts: int, gen: int, seed: int) -> list[Unit]:
+    """One unit per (decoder, HMM sample) of the HMM world: the continuation of the sample's head."""
+    model = load_model("hmm")
+    weights, prompts = weights_sha256(model), hmm_samples(n_prompts, gen, seed)[:, :HMM_PROMPT].tolist()
+    return [Unit({"section": "hmm_world", "model": "hmm", "weights": weights, "decoder": name, "prompt": i},
+                 partial(continue_hmm, decode, model, row, unit_seed(seed, i)))
+            for name, decode in decoders.items() for i, row in enumerate(prompts)]
+
+
+def continue_hmm(decode, model, row: list[int], seed: int) -> dict:
+    """The continuation's exact negative log-likelihood under the true HMM given the prompt (None when it holds
+    a special token, which is not an HMM symbol)."""
+    hmm = load_world_hmm()
+    canvas, stats = decode_one(decode, model, row, seed)
+    canvas = canvas.cpu()[None]  # [1, HMM_PROMPT + gen]
+    nll = None
+    if (canvas < hmm.num_symbols).all():
+        nll = -(hmm.log_likelihood(canvas) - hmm.log_likelihood(canvas[:, :HMM_PROMPT])).item()
+    return {"nll": nll, **stats}
+
+
+def hmm_summary(units: list[dict], gen: int) -> dict:
+    nlls = [u["nll"] for u in units if u["nll"] is not None]
+    return {"nll_per_token": round(sum(nlls) / len(nlls) / gen, 4) if nlls else None,
+            "rows_with_non_symbols": len(units) - len(nlls), **costs(units)}
+
+
+def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False, group: Group = Group(),
+        fresh: bool = False) -> dict | None:
+    """The report (rank 0; other ranks of a torchrun: None). Each (section, decoder, prompt) is a unit recorded
+    in ``out``/models.records.jsonl as it finishes: a rerun resumes, ``fresh`` starts over."""
     n, gen = (8, 32) if quick else (48, 64)
     model = load_model("default")
-    report = {
-        "quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK,
-        "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds", "final_val_loss")}
-                     for name in ("default", "hmm")},
-        "prompt_mode": prompt_mode(model, prompt_decoders(gen), n, seed, quiet),
-        "infill_mode": infill_mode(model, infill_decoders(), n, seed, quiet),
-        "hmm_world": hmm_world(n, gen, seed, quiet),
-    }
+    weights = weights_sha256(model)
+    meta = {"quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK}
+    records = open_records(out, "models", {"experiment": "models", "prompts": n, **meta}, fresh, group)
+    announce_resume(records, quiet, group)
+    prompting, infilling = prompt_decoders(gen), infill_decoders()
+    units = (prompt_units(model, weights, prompting, n, seed) + infill_units(model, weights, infilling, n, seed)
+             + hmm_units(prompting, n, gen, seed))
+    results = run_units(units, records, group, "models", quiet)
+    if results is None:
+        return None
+    grouped = {}  # section -> decoder -> its prompts' results
+    for unit, result in zip(units, results):
+        grouped.setdefault(unit.key["section"], {}).setdefault(unit.key["decoder"], []).append(result)
+    truth = hmm_samples(n, gen, seed)
+    truth_nll = -(load_world_hmm().log_likelihood(truth) - load_world_hmm().log_likelihood(truth[:, :HMM_PROMPT]))
+    report = {**meta, "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds",
+                                                                                 "final_val_loss")}
+                                   for name in ("default", "hmm")},
+              "prompt_mode": {name: prompt_summary(found) for name, found in grouped["prompt_mode"].items()},
+              "infill_mode": {name: infill_summary(found) for name, found in grouped["infill_mode"].items()},
+              "hmm_world": {"true_continuations_nll_per_token": round(truth_nll.mean().item() / gen, 4),
+                            **{name: hmm_summary(found, gen) for name, found in grouped["hmm_world"].items()}}}
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "models.json", json.dumps(report, indent=2))
     write_text_atomic(out / "models.md", to_markdown(report))

@@ -10,6 +10,7 @@ prompt committed), so batching does not inflate them.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -18,34 +19,54 @@ from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
-from ..workloads import (BLOCK, corpus_texts, hmm_nll, progress, prompts_for, row_steps, row_tokens_per_step,
-                         run_variant, validity)
+from ..distributed import Group
+from ..records import weights_sha256
+from ..units import Unit, announce_resume, open_records, run_units
+from ..workloads import (BLOCK, corpus_texts, hmm_nll, prompts_for, row_steps, row_tokens_per_step, run_variant,
+                         validity)
 
 
-def run(out: Path, quick: bool = False, seed: int = 0, presets=None, quiet: bool = False) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, presets=None, quiet: bool = False, group: Group = Group(),
+        fresh: bool = False) -> dict | None:
+    """The report (rank 0; other ranks of a torchrun: None). Each (model, preset, variant) row is a unit
+    recorded in ``out``/parallel.records.jsonl as it finishes: a rerun resumes, ``fresh`` starts over."""
     n, gen = (4, 64) if quick else (16, 128)
     presets = presets or sorted(PRESETS)
-    report = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK, "rows": []}
-    for model_name in ("default", "hmm"):
-        model = load_model(model_name, dtype=torch.float32)
-        prompt, mask = prompts_for(model_name, model, n, seed)
-        texts = corpus_texts(n, seed) if model_name == "default" else None
-        for name in progress(presets, f"parallel: {model_name}", quiet):
-            for variant in ("reference", "dual"):
-                decoded, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen, BLOCK)
-                quality = (validity(model, decoded.canvas, prompt, mask, texts) if texts is not None
-                           else hmm_nll(decoded.canvas, mask, prompt.shape[1], gen))
-                report["rows"].append({
-                    "model": model_name, "decoder": name, "variant": variant,
-                    "steps_per_prompt": round(row_steps(decoded.trace), 2),
-                    "tokens_per_step": round(row_tokens_per_step(decoded.trace), 3),
-                    "quality": quality, "quality_metric": "validity" if texts is not None else "hmm_nll_per_token",
-                    "seconds": round(seconds, 3)})
-    report["localleap_vs_fastdllm_steps"] = step_ratios(report["rows"])
+    meta = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK}
+    records = open_records(out, "parallel", {"experiment": "parallel", **meta}, fresh, group)
+    announce_resume(records, quiet, group)
+    units = [Unit({"model": model_name, "weights": weights, "decoder": name, "variant": variant},
+                  partial(measure, model, model_name, name, variant, n, gen, seed))
+             for model_name in ("default", "hmm") for model, weights in [shipped(model_name)]
+             for name in presets for variant in ("reference", "dual")]
+    rows = run_units(units, records, group, "parallel", quiet)
+    if rows is None:
+        return None
+    report = {**meta, "rows": rows, "localleap_vs_fastdllm_steps": step_ratios(rows)}
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "parallel.json", json.dumps(report, indent=2))
     write_text_atomic(out / "parallel.md", to_markdown(report))
     return report
+
+
+def shipped(model_name: str):
+    """A shipped model in float32 and its weights' sha256 (a unit's key names the weights)."""
+    model = load_model(model_name, dtype=torch.float32)
+    return model, weights_sha256(model)
+
+
+def measure(model, model_name: str, name: str, variant: str, n: int, gen: int, seed: int) -> dict:
+    """One row: the preset's decode of the model's n held-out prompts with ``variant``."""
+    prompt, mask = prompts_for(model_name, model, n, seed)
+    texts = corpus_texts(n, seed) if model_name == "default" else None
+    decoded, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen, BLOCK)
+    quality = (validity(model, decoded.canvas, prompt, mask, texts) if texts is not None
+               else hmm_nll(decoded.canvas, mask, prompt.shape[1], gen))
+    return {"model": model_name, "decoder": name, "variant": variant,
+            "steps_per_prompt": round(row_steps(decoded.trace), 2),
+            "tokens_per_step": round(row_tokens_per_step(decoded.trace), 3),
+            "quality": quality, "quality_metric": "validity" if texts is not None else "hmm_nll_per_token",
+            "seconds": round(seconds, 3)}
 
 
 def step_ratios(rows) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -22,7 +23,10 @@ from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.parallel import Threshold, TopK
 
-from ..workloads import BLOCK, progress, prompts_for, single_prompts
+from ..distributed import Group
+from ..records import weights_sha256
+from ..units import Unit, announce_resume, open_records, run_units
+from ..workloads import BLOCK, prompts_for, single_prompts
 
 SEQUENTIAL, THRESHOLD = TopK(1), Threshold(0.9)
 
@@ -57,52 +61,88 @@ def base_decode(name: str, model, prompt, gen: int):
     return optimized_decode(model, prompt, rule=rule, cache="dual", **kw)
 
 
-def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False, group: Group = Group(),
+        fresh: bool = False) -> dict | None:
+    """The report (rank 0; other ranks of a torchrun: None). Each prompt is a unit (every configuration decodes
+    it, so its latencies are measured in one process), recorded in ``out``/speculative.records.jsonl."""
     n, gen = (3, 64) if quick else (8, 128)
     model = load_model("default", dtype=torch.float32)
+    meta = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK}
+    records = open_records(out, "speculative", {"experiment": "speculative", **meta}, fresh, group)
+    announce_resume(records, quiet, group)
     padded, mask = prompts_for("default", model, n, seed)
-    prompts = single_prompts(padded, mask)
-    base_decode("vanilla", model, prompts[0], 32)  # warm-up
-    results, traces, canvases = {}, {}, {}
-    for name, base, spec in progress(configurations(), "speculative", quiet):
-        calls = positions = tokens = ahead = 0
-        seconds = draft = 0.0
-        exact, matches = True, []
-        for i, prompt in enumerate(prompts):
-            timings = {}
-            start = time.perf_counter()
-            if spec is None:
-                out_i = base_decode(name, model, prompt, gen)
-            else:
-                out_i = speculative_decode(model, prompt, gen_length=gen, block_length=BLOCK, stats=timings, **spec)
-                comparison = compare_traces(traces[base, i], out_i.trace, canvases[base, i], out_i.canvas)
-                exact &= comparison.same_commit_order
-                matches.append(comparison.token_match_rate)
-            seconds += time.perf_counter() - start
-            draft += timings.get("draft_seconds", 0.0)
-            ahead += timings.get("lookahead_tokens", 0)
-            traces[name, i], canvases[name, i] = out_i.trace, out_i.canvas
-            calls += out_i.trace.counters.model_calls
-            positions += out_i.trace.counters.query_positions
-            tokens += out_i.trace.tokens_committed()
-        results[name] = {"base": base, "tokens_per_call": round(tokens / calls, 3),
-                         "model_calls_per_prompt": round(calls / n, 2),
-                         "positions_per_prompt": round(positions / n, 1), "latency_s": round(seconds / n, 4),
-                         "identical_to_base": exact if spec else None,
-                         "token_match_vs_base": round(sum(matches) / len(matches), 4) if spec else None,
-                         "inter_block_tokens": ahead if spec else None,
-                         "draft_overhead_pct": round(100 * draft / seconds, 2) if spec else None}
+    warm, weights = WarmUp(model), weights_sha256(model)
+    units = [Unit({"model": "default", "weights": weights, "prompt": i},
+                  partial(decode_prompt, model, prompt, gen, warm))
+             for i, prompt in enumerate(single_prompts(padded, mask))]
+    per_prompt = run_units(units, records, group, "speculative", quiet)
+    if per_prompt is None:
+        return None
+    report = {**meta, "rows": summarize(per_prompt, n)}
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "speculative.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "speculative.md", to_markdown(report))
+    return report
+
+
+class WarmUp:
+    """One short decode before a process times its first prompt (allocations and kernels warm up)."""
+
+    def __init__(self, model):
+        self.model, self.done = model, False
+
+    def __call__(self, prompt) -> None:
+        if not self.done:
+            base_decode("vanilla", self.model, prompt, 32)
+            self.done = True
+
+
+def decode_prompt(model, prompt, gen: int, warm: WarmUp) -> dict:
+    """Every configuration's decode of one prompt: its counters, seconds, draft seconds and inter-block tokens,
+    and (speculative forms) whether it kept its base's commit order and its token match."""
+    warm(prompt)
+    results, decoded = {}, {}
+    for name, base, spec in configurations():
+        timings = {}
+        start = time.perf_counter()
+        if spec is None:
+            out = base_decode(name, model, prompt, gen)
+        else:
+            out = speculative_decode(model, prompt, gen_length=gen, block_length=BLOCK, stats=timings, **spec)
+        seconds = time.perf_counter() - start
+        decoded[name] = out
+        row = {"calls": out.trace.counters.model_calls, "positions": out.trace.counters.query_positions,
+               "tokens": out.trace.tokens_committed(), "seconds": seconds,
+               "draft_seconds": timings.get("draft_seconds", 0.0), "ahead": timings.get("lookahead_tokens", 0)}
+        if spec is not None:
+            comparison = compare_traces(decoded[base].trace, out.trace, decoded[base].canvas, out.canvas)
+            row |= {"same_commit_order": comparison.same_commit_order, "token_match": comparison.token_match_rate}
+        results[name] = row
+    return results
+
+
+def summarize(per_prompt: list[dict], n: int) -> dict:
+    """The table's rows from every prompt's results (sums over prompts, then the speedups)."""
+    results = {}
+    for name, base, spec in configurations():
+        each = [prompt[name] for prompt in per_prompt]
+        total = lambda field: sum(row[field] for row in each)  # noqa: E731
+        seconds = total("seconds")
+        results[name] = {"base": base, "tokens_per_call": round(total("tokens") / total("calls"), 3),
+                         "model_calls_per_prompt": round(total("calls") / n, 2),
+                         "positions_per_prompt": round(total("positions") / n, 1),
+                         "latency_s": round(seconds / n, 4),
+                         "identical_to_base": all(row["same_commit_order"] for row in each) if spec else None,
+                         "token_match_vs_base": round(total("token_match") / n, 4) if spec else None,
+                         "inter_block_tokens": total("ahead") if spec else None,
+                         "draft_overhead_pct": round(100 * total("draft_seconds") / seconds, 2) if spec else None}
     vanilla, fast = results["vanilla (sequential, no cache)"], results["Fast-dLLM 0.9 (DC)"]
     for row in results.values():
         row["speedup_vs_vanilla"] = round(vanilla["latency_s"] / row["latency_s"], 2)
         row["speedup_vs_fastdllm_dc"] = round(fast["latency_s"] / row["latency_s"], 2)
         row["calls_reduction_vs_base"] = round(results[row["base"]]["model_calls_per_prompt"]
                                                / row["model_calls_per_prompt"], 3) if row["base"] else None
-    report = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK, "rows": results}
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "speculative.json", json.dumps(report, indent=2))
-    write_text_atomic(out / "speculative.md", to_markdown(report))
-    return report
+    return results
 
 
 COLUMNS = ("tokens_per_call", "model_calls_per_prompt", "calls_reduction_vs_base", "positions_per_prompt", "latency_s",
