@@ -66,6 +66,7 @@ GOLDEN = "tests/test_golden.py"
 CHECK = "tests/test_check.py"
 STOCHASTIC = "tests/test_stochastic.py"
 LAWS = "tests/test_laws.py"
+UNITS = "tests/test_units.py"
 RECORDING = "tests/test_recording.py"
 
 MUTANTS: list[Mutant] = [
@@ -700,6 +701,24 @@ MUTANTS: list[Mutant] = [
         "",
         "TD2's bound counts the first step's TV only",
         "spec/theorems.md TD2", (LAWS,)),
+    Mutant(
+        "units-every-rank-computes-all", "harness/units.py",
+        "if group.mine(i) and key not in results]",
+        "if key not in results]",
+        "every process of a torchrun computes every unit (the work is not shared)",
+        "spec/exactness.md E4 (other runs made of units)", (UNITS,)),
+    Mutant(
+        "units-recorded-ones-recomputed", "harness/units.py",
+        "if group.mine(i) and key not in results]",
+        "if group.mine(i)]",
+        "a resumed run recomputes its finished units",
+        "spec/exactness.md E4 (other runs made of units)", (UNITS,)),
+    Mutant(
+        "units-merge-skipped", "harness/units.py",
+        "        records.merge()\n    return [results[key] for key in keys]",
+        "    return [results.get(key) for key in keys]",
+        "rank 0 builds the report before folding the other ranks' records in",
+        "spec/exactness.md E4 (other runs made of units)", (UNITS,)),
     Mutant(
         "pmi-sign", "proofs_checks/observations.py",
         "return float(after - before)",
