@@ -549,13 +549,23 @@ def _commit(root: Path) -> str:
         return "unknown"
 
 
+def default_report(args) -> Path:
+    """benchmarks/mutation.md for the whole main catalogue; a partial or other catalogue's run goes to the temp
+    dir."""
+    if not args.only and not args.catalogue:
+        return DEFAULT_REPORT
+    return Path(tempfile.gettempdir()) / f"veridec-mutation-{Path(args.catalogue or 'mutants').stem}.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m veridec.harness.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="run only these mutants (repeat or comma-separate)")
     parser.add_argument("--full", action="store_true", help="run the whole suite for every mutant")
-    parser.add_argument("--report", default=str(DEFAULT_REPORT),
-                        help="markdown report (default benchmarks/mutation.md)")
+    parser.add_argument("--report", default=None,
+                        help="markdown report (default: benchmarks/mutation.md for a run of the whole main catalogue; "
+                             "a file in the system's temp dir for --only or --catalogue, so a partial run never "
+                             "overwrites the committed report)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
     parser.add_argument("--catalogue", help="a Python file defining MUTANTS (default: harness/mutants.py)")
@@ -585,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
               "only": ", ".join(m.name for m in mutants) if args.only else "",
               "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
               "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
-    report = Path(args.report)
+    report = Path(args.report) if args.report else default_report(args)
     results: list[Result] = []
     try:
         snapshot = work / "snapshot"

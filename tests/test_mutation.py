@@ -16,7 +16,7 @@ from veridec.harness.mutants_independent import MUTANTS as INDEPENDENT
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
          "veridec/numerics", "veridec/canvas", "veridec/decoding", "reference", "optimized", "proofs_checks",
-         "veridec/adapters", "veridec/recording", "testing"}
+         "veridec/adapters", "veridec/recording", "testing", "harness"}
 
 
 def test_catalogue_size_names_and_spread():
@@ -102,3 +102,11 @@ def test_repository_files_are_the_tracked_ones():
         pytest.skip(str(error))
     assert "pyproject.toml" in files and "veridec/rules/llada.py" in files
     assert not any(f.startswith((".venv/", ".git/")) or "__pycache__" in f for f in files)
+
+
+def test_a_partial_run_never_overwrites_the_committed_report():
+    from argparse import Namespace
+
+    assert mutation.default_report(Namespace(only=None, catalogue=None)) == mutation.DEFAULT_REPORT
+    for args in (Namespace(only=["pmi-sign"], catalogue=None), Namespace(only=None, catalogue="mine.py")):
+        assert mutation.default_report(args).parent != mutation.DEFAULT_REPORT.parent
