@@ -101,6 +101,25 @@ def test_bounds_decoders_prints_and_writes_the_law_table(tmp_path, capsys):
                                      for r in bounded)
 
 
+def test_verify_runs_the_law_table_and_fails_on_a_violation_or_a_lost_mass(monkeypatch):
+    from veridec.harness.checks import bounds
+    from veridec.harness.checks.registry import VerifyContext, all_checks
+
+    checks = all_checks()
+    td1, td2 = checks["bounds/TD1-exact-decoder-laws"], checks["bounds/TD2-random-order-decode-bound"]
+    context = VerifyContext(None, None, seed=0, quick=True)
+    bounds._decoder_laws.cache_clear()
+    assert td1.run(context).passed and td2.run(context).passed and td2.run(context).cases == 8
+    bad = {"cases": 1, "mass_error": 2e-9, "violations": 1, "tightest_slack": -1e-3}
+    monkeypatch.setattr(bounds, "decoder_table", lambda cases, seed: [bad])
+    bounds._decoder_laws.cache_clear()
+    try:
+        assert not td1.run(context).passed and not td2.run(context).passed
+        assert td2.run(context).worst_margin < 0
+    finally:
+        bounds._decoder_laws.cache_clear()
+
+
 CORRELATED = EnumeratedJoint(torch.tensor([[0.5, 0.0], [0.0, 0.5]], dtype=torch.float64))  # x1 = x2, a fair bit
 
 
