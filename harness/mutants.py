@@ -67,6 +67,7 @@ CHECK = "tests/test_check.py"
 STOCHASTIC = "tests/test_stochastic.py"
 LAWS = "tests/test_laws.py"
 UNITS = "tests/test_units.py"
+EXACT_FIT = "tests/test_exact_law_fit.py"
 RECORDING = "tests/test_recording.py"
 
 MUTANTS: list[Mutant] = [
@@ -667,8 +668,8 @@ MUTANTS: list[Mutant] = [
         "spec/stochastic.md ST2", (STOCHASTIC,)),
     Mutant(
         "tier-s-noncentrality-halved", "testing/stochastic.py",
-        "return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / (2 * delta**2)))",
-        "return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / delta**2))",
+        "return 4.0 if exact_law else 2.0",
+        "return 4.0 if exact_law else 1.0",
         "the power bound takes lambda >= N delta^2 (half of ST3's), so N is twice what is needed",
         "spec/stochastic.md ST3", (STOCHASTIC,)),
     Mutant(
@@ -701,6 +702,30 @@ MUTANTS: list[Mutant] = [
         "",
         "TD2's bound counts the first step's TV only",
         "spec/theorems.md TD2", (LAWS,)),
+    Mutant(
+        "fit-cells-from-the-sample", "testing/stochastic.py",
+        "own = [value for value in ranked if n * law[value] >= MIN_POOLED][: MAX_CELLS - 1]",
+        "own = [value for value in ranked if observed[value] >= MIN_POOLED][: MAX_CELLS - 1]",
+        "the goodness-of-fit cells are chosen by the observed counts instead of the law's expected counts",
+        "spec/stochastic.md ST6", (EXACT_FIT,)),
+    Mutant(
+        "fit-two-sample-noncentrality", "testing/stochastic.py",
+        "return 4.0 if exact_law else 2.0",
+        "return 2.0 if exact_law else 2.0",
+        "the one-sample power uses the two-sample noncentrality (twice the samples needed)",
+        "spec/stochastic.md ST6", (EXACT_FIT,)),
+    Mutant(
+        "fit-impossible-outcome-pooled", "testing/stochastic.py",
+        "if any(law.get(value, 0.0) <= 0 for value in observed):",
+        "if any(law.get(value, 0.0) < 0 for value in observed):",
+        "an outcome the law forbids is pooled instead of rejecting outright",
+        "spec/stochastic.md ST6", (EXACT_FIT,)),
+    Mutant(
+        "fit-rest-merge-forgets-n", "testing/stochastic.py",
+        "while own and 0 < n * rest < MIN_POOLED:",
+        "while own and 0 < rest < MIN_POOLED:",
+        "the rest cell's expected count is taken as its probability (every cell merged away)",
+        "spec/stochastic.md ST6", (EXACT_FIT,)),
     Mutant(
         "units-every-rank-computes-all", "harness/units.py",
         "if group.mine(i) and key not in results]",

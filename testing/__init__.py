@@ -5,10 +5,11 @@ registered as a ``pytest11`` entry point)."""
 from .candidates import CandidateError, load_candidate
 from .check import CheckResult, check_decoder, run_case
 from .models import check_model
+from .stochastic import check_law, goodness_of_fit
 from .targets import AGAINST, CACHES, target
 
 __all__ = ["AGAINST", "CACHES", "CandidateError", "CheckResult", "assert_decoder_matches", "check_decoder",
-           "check_model", "load_candidate", "run_case", "target"]
+           "check_law", "check_model", "goodness_of_fit", "load_candidate", "run_case", "target"]
 
 
 def assert_decoder_matches(candidate, against="fastdllm", **options) -> CheckResult:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -55,15 +56,18 @@ def compare_laws(a: list[tuple], b: list[tuple], alpha: float) -> LawComparison:
     position, each adjacent pair (``alpha`` for the case as a whole; Bonferroni inside)."""
     if len(a) != len(b) or not a:
         raise ValueError(f"the two samples must be non-empty and of one size, got {len(a)} and {len(b)}")
-    length = len(a[0])
-    views = [("output", lambda o: o)]
-    views += [(f"position {i}", (lambda i: lambda o: o[i])(i)) for i in range(length)]
-    views += [(f"pair {i},{i + 1}", (lambda i: lambda o: o[i:i + 2])(i)) for i in range(length - 1)]
     result = LawComparison(len(a), alpha=alpha)
-    for name, view in views:
+    for name, view in views(len(a[0])):
         statistic, df, p = homogeneity(Counter(map(view, a)), Counter(map(view, b)))
         result.tests.append((name, statistic, df, p))
     return result
+
+
+def views(length: int) -> list[tuple[str, Callable]]:
+    """What the tests look at in an output of ``length`` tokens: all of it, each position, each adjacent pair
+    (2 x length views)."""
+    return ([("output", lambda o: o)] + [(f"position {i}", (lambda i: lambda o: o[i])(i)) for i in range(length)]
+            + [(f"pair {i},{i + 1}", (lambda i: lambda o: o[i:i + 2])(i)) for i in range(length - 1)])
 
 
 def homogeneity(a: Counter, b: Counter) -> tuple[float, int, float]:
@@ -80,19 +84,82 @@ def homogeneity(a: Counter, b: Counter) -> tuple[float, int, float]:
     return float(statistic), int(df), float(p)
 
 
-def samples_for_power(delta: float, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1) -> int:
+def goodness_of_fit(outputs: list[tuple], law: dict[tuple, float], alpha: float) -> LawComparison:
+    """Hold a sample of outputs against an exact law (ST6): the whole output, each position and each adjacent
+    pair, each by Pearson's goodness of fit to the law's margin (``alpha`` for the whole; Bonferroni inside)."""
+    if not outputs:
+        raise ValueError("the sample must hold at least one output")
+    check_law_table(law)
+    length = len(next(iter(law)))
+    wrong = next((o for o in outputs if len(o) != length), None)
+    if wrong is not None:
+        raise ValueError(f"an output has {len(wrong)} tokens, the law's outcomes {length}: {wrong}")
+    result = LawComparison(len(outputs), alpha=alpha)
+    for name, view in views(length):
+        margin: dict = {}
+        for outcome, probability in law.items():
+            margin[view(outcome)] = margin.get(view(outcome), 0.0) + probability
+        statistic, df, p = fit(Counter(map(view, outputs)), margin)
+        result.tests.append((name, statistic, df, p))
+    return result
+
+
+def check_law_table(law: dict) -> None:
+    """A law is a non-empty dict of equal-length tuples to probabilities >= 0 summing to 1 (within 1e-9)."""
+    if not isinstance(law, dict) or not law:
+        raise ValueError("law must be a non-empty dict {outcome tuple: probability}")
+    lengths = {len(outcome) for outcome in law}
+    if len(lengths) != 1 or any(not isinstance(outcome, tuple) for outcome in law):
+        raise ValueError(f"law's outcomes must be tuples of one length, got lengths {sorted(lengths)}")
+    total = sum(law.values())
+    if any(not (p >= 0) for p in law.values()) or not abs(total - 1) <= 1e-9:
+        raise ValueError(f"law's probabilities must be >= 0 and sum to 1 (within 1e-9), got a sum of {total!r}")
+
+
+def fit(observed: Counter, law: dict) -> tuple[float, int, float]:
+    """Pearson's chi-square goodness of fit of ``observed`` counts to ``law`` (ST6): (statistic, df, p). Cells:
+    the values whose expected count n p reaches MIN_POOLED, most probable first (ties by their text), at most
+    MAX_CELLS - 1, and one cell pooling the rest, its least probable own values moved into it until its
+    expected count reaches MIN_POOLED too (the cells are the law's, not the sample's). A value the law gives
+    probability 0 rejects outright (statistic inf, p = 0)."""
+    n = sum(observed.values())
+    if any(law.get(value, 0.0) <= 0 for value in observed):
+        return math.inf, 0, 0.0
+    ranked = sorted(law, key=lambda value: (-law[value], repr(value)))
+    own = [value for value in ranked if n * law[value] >= MIN_POOLED][: MAX_CELLS - 1]
+    rest = sum(law[value] for value in ranked[len(own):])
+    while own and 0 < n * rest < MIN_POOLED:
+        rest += law[own.pop()]
+    expected = [n * law[value] for value in own] + ([n * rest] if rest > 0 else [])
+    counts = [observed[value] for value in own] + ([n - sum(observed[value] for value in own)] if rest > 0 else [])
+    if len(counts) < 2:
+        return 0.0, 0, 1.0  # one cell: nothing can differ
+    expected = np.array(expected) * n / sum(expected)  # float64 sums to n exactly enough for scipy's check
+    statistic, p = stats.chisquare(counts, expected)
+    return float(statistic), len(counts) - 1, float(p)
+
+
+def samples_for_power(delta: float, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1,
+                      exact_law: bool = False) -> int:
     """The samples per side at which a chi-square test at level ``alpha`` with ``df`` degrees of freedom detects
     two laws at total variation ``delta`` (over its cells) with probability ``power`` (ST3): the noncentrality
-    of N samples per side is N * sum (p - q)^2 / (p + q) >= 2 N delta^2."""
+    of N samples per side is N * sum (p - q)^2 / (p + q) >= 2 N delta^2. ``exact_law``: the samples of one side
+    held against an exact law q (ST6), N * sum (p - q)^2 / q >= 4 N delta^2."""
     check_probability("delta", delta)
     check_probability("alpha", alpha)
     check_probability("power", power)
-    return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / (2 * delta**2)))
+    return max(1, math.ceil(_noncentrality_needed(alpha, df, power) / (_per_sample(exact_law) * delta**2)))
 
 
-def detectable_delta(samples: int, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1) -> float:
+def detectable_delta(samples: int, alpha: float, power: float = 0.95, df: int = MAX_CELLS - 1,
+                     exact_law: bool = False) -> float:
     """The smallest total variation ``samples_for_power`` would detect with ``samples`` per side."""
-    return math.sqrt(_noncentrality_needed(alpha, df, power) / (2 * samples))
+    return math.sqrt(_noncentrality_needed(alpha, df, power) / (_per_sample(exact_law) * samples))
+
+
+def _per_sample(exact_law: bool) -> float:
+    """The noncentrality one sample (per side) contributes at least, per delta^2 (ST3, ST6)."""
+    return 4.0 if exact_law else 2.0
 
 
 def _noncentrality_needed(alpha: float, df: int, power: float) -> float:
@@ -186,3 +253,29 @@ def law_metrics(outcomes: list[LawOutcome]) -> dict:
     return {"cases": len(outcomes), "samples_per_side": [o.samples for o in compared],
             "detectable_tv": max((o.delta for o in compared), default=None),
             "smallest_corrected_p": min((o.comparison.corrected_p for o in compared), default=None)}
+
+
+def check_law(sample: Callable[[int], list[tuple]], law: dict[tuple, float], alpha: float = 0.01,
+              delta: float = 0.05, samples: int | None = None) -> LawOutcome:
+    """Hold a sampler against an exact law (ST6), e.g. a decoder on an oracle model against
+    ``proofs_checks.laws.decoder_law``: ``sample(n)`` draws n outputs (tuples of the law's length; the caller
+    seeds it), by default as many as detect a total variation ``delta`` in any test with probability 0.95."""
+    check_probability("alpha", alpha)
+    check_law_table(law)
+    tests = 2 * len(next(iter(law)))
+    n = samples or samples_for_power(delta, alpha / tests, exact_law=True)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"samples must be a positive integer, got {samples!r}")
+    outputs = [tuple(output) for output in sample(n)]
+    if len(outputs) != n:
+        raise ValueError(f"sample({n}) returned {len(outputs)} outputs")
+    comparison = goodness_of_fit(outputs, law, alpha)
+    top = {"law": sorted(law.items(), key=lambda item: -item[1])[:5], "sample": Counter(outputs).most_common(5)}
+    outcome = LawOutcome({"samples": n}, "differs" if comparison.differs else "same law", comparison=comparison,
+                         samples=n, delta=detectable_delta(n, alpha / tests, exact_law=True), top=top)
+    if comparison.differs:
+        name, statistic, df, p = comparison.worst()
+        outcome.problems.append(f"the sample does not follow the law: {name}, chi-square {statistic:.4g} on {df} "
+                                f"df, p = {p:.3g} (Bonferroni over {len(comparison.tests)} tests: "
+                                f"{comparison.corrected_p:.3g} < {alpha:.3g}), {n} samples")
+    return outcome
