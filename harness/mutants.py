@@ -727,6 +727,12 @@ MUTANTS: list[Mutant] = [
         "the rest cell's expected count is taken as its probability (every cell merged away)",
         "spec/stochastic.md ST6", (EXACT_FIT,)),
     Mutant(
+        "law-memory-not-carried", "proofs_checks/laws.py",
+        "for output, p in law_from(next_canvas, 0 if done else block_step + 1, after):",
+        "for output, p in law_from(next_canvas, 0 if done else block_step + 1, memory):",
+        "the enumeration hands the next state the memory from before the step (KLASS never sees a stable step)",
+        "spec/theorems.md TD1", (LAWS,)),
+    Mutant(
         "units-every-rank-computes-all", "harness/units.py",
         "if group.mine(i) and key not in results]",
         "if key not in results]",

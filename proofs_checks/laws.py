@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import torch
 
-from ..rules.parallel import Threshold, TopK
+from ..rules.parallel import Threshold, TopK, new_state
 from ..rules.step import decide
 
 MAX_PROPOSALS = 4096  # proposal rows per state (V^m); larger states are refused
@@ -28,29 +28,54 @@ MAX_PROPOSALS = 4096  # proposal rows per state (V^m); larger states are refused
 def decoder_law(oracle, rule, prompt: list[int], gen_length: int, temperature: float,
                 block_length: int | None = None) -> dict[tuple, float]:
     """P(generated tokens) of ``rule``'s decode of ``prompt`` on ``oracle`` at ``temperature`` (0: the point mass
-    of the greedy decode), in blocks of ``block_length`` (default one block), ties to the lowest index."""
+    of the greedy decode), in blocks of ``block_length`` (default one block), ties to the lowest index. A rule
+    with memory across steps (KLASS) carries it along each branch (part of the memo key)."""
     block_length = gen_length if block_length is None else block_length
     _check(oracle, rule, prompt, gen_length, temperature, block_length)
     mask_id, start = oracle.special.mask_id, len(prompt)
+    canvas = tuple(prompt) + (mask_id,) * gen_length
 
     @lru_cache(maxsize=None)
-    def law_from(canvas: tuple, block_step: int) -> tuple[tuple[tuple, float], ...]:
+    def law_from(canvas: tuple, block_step: int, memory: Memory) -> tuple[tuple[tuple, float], ...]:
         if mask_id not in canvas[start:]:
             return ((canvas[start:], 1.0),)
         law: dict[tuple, float] = {}
         end = _block_end(canvas, start, block_length, mask_id)
-        for following, weight in _step(oracle, rule, canvas, block_step, end, block_length, temperature):
-            done = mask_id not in following[end - block_length:end]
-            for output, p in law_from(following, 0 if done else block_step + 1):
+        following, after = _step(oracle, rule, canvas, block_step, end, block_length, temperature, memory)
+        for next_canvas, weight in following:
+            done = mask_id not in next_canvas[end - block_length:end]
+            for output, p in law_from(next_canvas, 0 if done else block_step + 1, after):
                 law[output] = law.get(output, 0.0) + weight * p
         return tuple(law.items())
 
-    return dict(law_from(tuple(prompt) + (mask_id,) * gen_length, 0))
+    return dict(law_from(canvas, 0, Memory(new_state(rule, 1, len(canvas), "cpu"))))
 
 
-def _step(oracle, rule, canvas: tuple, block_step: int, end: int, block_length: int, temperature: float):
+class Memory:
+    """A rule's state across steps (KLASS: its last predictions and stable-step counts; {} for the others) for
+    one decode path, hashable by its contents so equal states share a memo entry."""
+
+    def __init__(self, state: dict):
+        self.state = state
+        self.key = tuple((name, None if t is None else (str(t.dtype), tuple(t.shape), t.numpy().tobytes()))
+                         for name, t in sorted(state.items()))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Memory) and self.key == other.key
+
+    def expanded(self, rows: int) -> dict:
+        """The state for ``rows`` proposal rows decided in one batch (each row its own copy)."""
+        return {name: None if t is None else t.expand(rows, *t.shape[1:]).clone() for name, t in self.state.items()}
+
+
+def _step(oracle, rule, canvas: tuple, block_step: int, end: int, block_length: int, temperature: float,
+          memory: Memory):
     """The canvases one step leads to from ``canvas`` (its open block ends at ``end``), each with its
-    probability."""
+    probability, and the rule's memory after the step (it must not depend on the proposals: KLASS's reads the
+    predictions only)."""
     mask_id, symbols = oracle.special.mask_id, oracle.num_symbols
     x = torch.tensor([canvas], dtype=torch.long, device="cpu")  # [1, L]
     positions = torch.arange(len(canvas), device="cpu")  # [L]
@@ -62,14 +87,19 @@ def _step(oracle, rule, canvas: tuple, block_step: int, end: int, block_length: 
     tokens = x.repeat(count, 1)  # [K, L] (non-candidates keep their token; they are never committed)
     tokens[:, where] = rows
     block_masks = (x[:, end - block_length:end] == mask_id).sum(dim=1)  # [1]
+    state = memory.expanded(count)
     result = decide(rule, logits.expand(count, -1, -1), x.expand(count, -1), candidates.expand(count, -1), tokens,
                     logits.expand(count, -1, -1), block_step=block_step,
                     block_masks_at_start=torch.full((count,), block_length, device="cpu"),
-                    block_masks=block_masks.expand(count), block_length=block_length, dependency=None, state={})
+                    block_masks=block_masks.expand(count), block_length=block_length, dependency=None, state=state)
+    if any(t is not None and not torch.equal(t, t[:1].expand_as(t)) for t in state.values()):
+        raise RuntimeError(f"{rule.name}: its memory depends on the proposed tokens; the law cannot be enumerated "
+                           "state by state")
     following: dict[tuple, float] = {}
     for row, weight in zip(result.x.tolist(), weights.tolist()):
         following[tuple(row)] = following.get(tuple(row), 0.0) + weight
-    return following.items()
+    after = Memory({name: None if t is None else t[:1].clone() for name, t in state.items()})
+    return following.items(), after
 
 
 def _proposals(logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,9 +135,8 @@ def _check(oracle, rule, prompt, gen_length: int, temperature: float, block_leng
     if temperature > 0 and oracle.num_symbols ** block_length > MAX_PROPOSALS:
         raise ValueError(f"{oracle.num_symbols}^{block_length} proposal rows per step exceed {MAX_PROPOSALS}: use "
                          "fewer symbols or a shorter block_length (the cost grows as V^m per state)")
-    if getattr(rule, "needs_attention", False) or hasattr(rule, "new_state"):
-        raise ValueError(f"{rule.name}: rules that read attention or keep state across steps (DAPD, KLASS) are "
-                         "not enumerated")
+    if getattr(rule, "needs_attention", False):
+        raise ValueError(f"{rule.name}: rules that read attention (DAPD) are not enumerated (an oracle has none)")
 
 
 def random_order_law(oracle, rule, prompt: list[int], gen_length: int,
@@ -198,7 +227,7 @@ def kl_divergence(p: dict, q: dict) -> float:
     return sum(w * (math.log(w / q[x]) if q.get(x, 0.0) > 0 else math.inf) for x, w in p.items() if w > 0)
 
 
-TABLE_DECODERS = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht", "factor", "eb-hq", "localleap",
+TABLE_DECODERS = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht", "factor", "eb-hq", "localleap", "klass-hq",
                   "fastdllm-certified", "fastdllm-ht-certified", "localleap-certified")
 RANDOM_ORDER = ("sequential", "conf-hq", "fastdllm", "fastdllm-ht")  # TD2: remasking="random", T = 1
 ROUNDING = 1e-12  # float64 sums over at most a few thousand terms

@@ -12,7 +12,7 @@ from scipy import stats
 from veridec.oracles import EnumeratedJoint
 from veridec.proofs_checks.laws import decoder_law, joint_law, kl_divergence, random_order_law, total_variation
 from veridec.reference.parallel import decode
-from veridec.rules.parallel import EntropyBounded, Factor, LocalLeap, Threshold, TopK
+from veridec.rules.parallel import KLASS, EntropyBounded, Factor, LocalLeap, Threshold, TopK
 from veridec.rules.presets import PRESETS
 
 INDEPENDENT = EnumeratedJoint(torch.tensor([[0.54, 0.36], [0.06, 0.04]], dtype=torch.float64))  # (.9,.1) x (.6,.4)
@@ -38,7 +38,7 @@ def test_laws_worked_by_hand():
 
 
 @pytest.mark.parametrize("name", ["sequential", "conf-hq", "fastdllm", "factor", "eb-hq", "localleap",
-                                  "fastdllm-certified"])
+                                  "fastdllm-certified", "klass-hq"])
 def test_greedy_law_is_the_point_mass_of_the_reference_decode(name):
     oracle = EnumeratedJoint.random(3, 6, seed=4, concentration=0.3)
     prompt = [2]
@@ -48,7 +48,8 @@ def test_greedy_law_is_the_point_mass_of_the_reference_decode(name):
 
 
 @pytest.mark.parametrize("rule", [TopK(1), TopK(2), Threshold(0.6), Factor(1.0), EntropyBounded(gamma=1.0),
-                                  LocalLeap(kappa=0.7, radius=1, tau=0.55)], ids=lambda r: r.name)
+                                  LocalLeap(kappa=0.7, radius=1, tau=0.55),
+                                  KLASS(confidence=0.5, kl_threshold=0.05, history=1)], ids=lambda r: r.name)
 def test_the_reference_decoder_samples_the_enumerated_law(rule):
     """4000 decodes of the reference decoder at T = 0.8 (one batch, its own Gumbel noise) against the exact
     law: Pearson's goodness of fit over the outputs expected at least 5 times (the rest pooled) does not
@@ -67,12 +68,25 @@ def test_the_reference_decoder_samples_the_enumerated_law(rule):
     assert stats.chisquare(observed, expected).pvalue > 1e-3
 
 
+def test_klass_carries_its_memory_along_each_branch():
+    """Three independent positions (KL 0 between steps): KLASS(0.5, history 1) has no stable position at the
+    first step and commits the top-1 (fallback); at the second every remaining position is stable, so all whose
+    sampled token has confidence > 0.5 commit together. Without the memory every step would be the fallback,
+    i.e. TopK(1)'s law; with it, the law differs and the decode takes fewer steps."""
+    marginals = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]], dtype=torch.float64)
+    joint = marginals[0][:, None, None] * marginals[1][None, :, None] * marginals[2][None, None, :]
+    oracle = EnumeratedJoint(joint)
+    klass = decoder_law(oracle, KLASS(confidence=0.5, kl_threshold=0.01, history=1), [], 3, 1.0)
+    sequential = decoder_law(oracle, TopK(1), [], 3, 1.0)
+    assert sum(klass.values()) == pytest.approx(1, abs=1e-12) and total_variation(klass, sequential) > 0.01
+
+
 def test_refusals_name_the_limit():
     oracle = EnumeratedJoint.random(4, 8, seed=0)
     with pytest.raises(ValueError, match="4096"):
         decoder_law(oracle, TopK(1), [], 7, 1.0)
-    with pytest.raises(ValueError, match="KLASS"):
-        decoder_law(oracle, PRESETS["klass-hq"], [], 2, 1.0)
+    with pytest.raises(ValueError, match="DAPD"):
+        decoder_law(oracle, PRESETS["dapd-hq"], [], 2, 1.0)
     with pytest.raises(ValueError, match="temperature"):
         decoder_law(oracle, TopK(1), [], 2, -1.0)
     with pytest.raises(ValueError, match="block_length"):
@@ -95,7 +109,7 @@ def test_bounds_decoders_prints_and_writes_the_law_table(tmp_path, capsys):
     assert main(["bounds", "--decoders", "--cases", "2", "--json", str(out)]) == 0
     assert "| sequential | confidence | enumerated | 2 |" in capsys.readouterr().out
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 2 * (10 + 4) and all(r["mass_error"] < 1e-9 and 0 <= r["max_tv"] <= 1 for r in rows)
+    assert len(rows) == 2 * (11 + 4) and all(r["mass_error"] < 1e-9 and 0 <= r["max_tv"] <= 1 for r in rows)
     bounded = [r for r in rows if r["remasking"] == "random (T = 1)"]
     assert len(bounded) == 8 and all(r["violations"] == 0 and r["max_tv"] <= r["max_bound"] + 1e-12
                                      for r in bounded)
