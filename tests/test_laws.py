@@ -2,11 +2,15 @@
 against laws worked by hand, against the greedy reference decode, and against the reference decoder's own
 samples (its Gumbel noise, a chi-square goodness-of-fit test with fixed seeds)."""
 
+import itertools
 import json
 from collections import Counter
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
+from oracles import laws as spec_laws
 from scipy import stats
 
 from veridec.oracles import EnumeratedJoint
@@ -178,3 +182,56 @@ def test_the_reference_decoder_with_random_remasking_samples_the_random_order_la
     assert stats.chisquare(observed, expected).pvalue > 1e-3
     with pytest.raises(ValueError, match="TopK and Threshold"):
         random_order_law(oracle, LocalLeap(kappa=0.7, radius=1, tau=0.55), [0], 4)
+
+
+# ---------------------------------------------------------------------------------------------- TD3
+def conditionals_of(joint: torch.Tensor):
+    """conditionals(canvas) for tests/oracles/laws.py from an enumerated joint [V] * L, by summing its table
+    (independent of veridec's oracle classes): each position's law given the canvas's observed symbols."""
+    table = {index: float(joint[index]) for index in itertools.product(range(joint.shape[0]), repeat=joint.dim())}
+
+    def conditionals(canvas: tuple) -> list[list[float]]:
+        laws = []
+        for j in range(len(canvas)):
+            weights = [0.0] * joint.shape[0]
+            for index, weight in table.items():
+                if all(c is None or c == x for c, x in zip(canvas, index)):
+                    weights[index[j]] += weight
+            total = sum(weights)
+            laws.append([w / total for w in weights])
+        return laws
+
+    return conditionals
+
+
+@pytest.mark.parametrize("rule, spec_rule", [(TopK(1), ("topk1",)), (Threshold(0.5), ("threshold", 0.5)),
+                                             (Threshold(0.3), ("threshold", 0.3))], ids=["topk1", "th0.5", "th0.3"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_td3_closed_form_is_the_enumerated_law(rule, spec_rule, temperature):
+    """spec/theorems.md TD3 (d): the spec oracle's whole-decode law from the closed-form steps (a), (b) equals
+    decoder_law (the production rule on every proposal row) on random enumerated joints."""
+    for seed in range(3):
+        oracle = EnumeratedJoint.random(3, 5, seed=seed, concentration=0.4)
+        law = decoder_law(oracle, rule, [seed % 3], 4, temperature)
+        spec = spec_laws.decode_law(conditionals_of(oracle.joint), (seed % 3,), 4, temperature, spec_rule)
+        assert law.keys() == spec.keys()
+        assert all(law[x] == pytest.approx(spec[x], abs=1e-12) for x in law)
+
+
+def test_td3_step_law_by_hand_and_the_sharpening_inequality():
+    """TD1's example in TD3's form (T = 1, exact): (0.9, 0.1) and (0.6, 0.4): candidate 0 commits 0 with 9/10,
+    candidate 1 commits 0 with 6/10 x 1/10 and 1 with 4/10 x 1/10. Sharpening (c) on random laws: the committed
+    token's mean confidence is at least its proposal law's, strictly for some."""
+    tenths = [[Fraction(9, 10), Fraction(1, 10)], [Fraction(6, 10), Fraction(4, 10)]]
+    assert spec_laws.topk1_step_law(tenths, 1) == {(0, 0): Fraction(9, 10), (1, 0): Fraction(6, 100),
+                                                   (1, 1): Fraction(4, 100)}
+    rng = np.random.default_rng(0)
+    strict = 0
+    for _ in range(200):
+        ps = [list(rng.dirichlet([0.5] * 4)) for _ in range(3)]
+        for temperature in (1.0, 0.6):
+            for i in range(3):
+                committed, proposed = spec_laws.sharpening(ps, temperature, i)
+                assert committed >= proposed - 1e-12
+                strict += committed > proposed + 1e-6
+    assert strict > 100
