@@ -703,6 +703,18 @@ MUTANTS: list[Mutant] = [
         "TD2's bound counts the first step's TV only",
         "spec/theorems.md TD2", (LAWS,)),
     Mutant(
+        "tier-s-cases-not-counted", "testing/check.py",
+        "run_law_case(candidate, fit, goal, model, case, convention, alpha / cases_run,",
+        "run_law_case(candidate, fit, goal, model, case, convention, alpha,",
+        "tier S's samples are derived for one case's level, not the level Bonferroni over the cases gives",
+        "spec/stochastic.md ST2", (STOCHASTIC,)),
+    Mutant(
+        "tier-s-tests-not-counted", "testing/stochastic.py",
+        "tests = 2 * decoded  # the whole output, each position, each adjacent pair",
+        "tests = decoded  # the whole output, each position, each adjacent pair",
+        "the derived samples count one test per filled position instead of 2 per position",
+        "spec/stochastic.md ST3", (STOCHASTIC,)),
+    Mutant(
         "fit-cells-from-the-sample", "testing/stochastic.py",
         "own = [value for value in ranked if n * law[value] >= MIN_POOLED][: MAX_CELLS - 1]",
         "own = [value for value in ranked if observed[value] >= MIN_POOLED][: MAX_CELLS - 1]",

@@ -122,6 +122,20 @@ def test_the_command_runs_tier_s(capsys):
     assert "--alpha" in capsys.readouterr().err
 
 
+def test_derived_samples_count_every_test_and_every_case():
+    """samples=None (ST2, ST3): N = samples_for_power(delta, alpha / cases / tests), tests = 2 x the positions a
+    case fills. Two drawn one-row, one-token cases: 2 cases x 2 tests; a replayed 2-row, 2-token case counts as
+    one case with 8 tests."""
+    sampler = load_candidate(f"{EXAMPLES}/dream_sampler.py:diffusion_generate")
+    drawn = check_decoder(sampler, **DREAM, max_examples=2, max_batch=1, settings=ONE_TOKEN, delta=0.4)
+    assert drawn.metrics["samples_per_side"] == [samples_for_power(0.4, 0.01 / 2 / 2)] * 2
+    case = {"prompt": [[79], [80]], "attention_mask": None, "seed": 0,
+            "settings": {**ONE_TOKEN, "max_new_tokens": 2, "steps": 2}}
+    replayed = check_decoder(sampler, **DREAM, case=case, delta=0.4)
+    assert replayed.metrics["samples_per_side"] == [samples_for_power(0.4, 0.01 / 8)]
+    assert samples_for_power(0.4, 0.01 / 8) != samples_for_power(0.4, 0.01 / 4)  # the count matters here
+
+
 def test_bad_tier_s_arguments():
     sampler = load_candidate(f"{EXAMPLES}/dream_sampler.py:diffusion_generate")
     for kwargs, message in (({"alpha": 0.0}, "alpha"), ({"delta": 1.0}, "delta"), ({"samples": 1}, "samples")):
