@@ -226,15 +226,22 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
             return LawOutcome(case, "failed", [f"the candidate failed on draw {i}: {problem}"], samples=n)
         ours.append(_decoded_tokens(target.canvas, prompt, mask_id))
         theirs.append(_decoded_tokens(canvas, prompt, mask_id))
-    comparison = compare_laws(ours, theirs, alpha)
+    top = {"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)}
+    return judged(case, compare_laws(ours, theirs, alpha), detectable_delta(n, alpha / tests), top,
+                  "the output laws differ", "samples per side")
+
+
+def judged(case: dict, comparison: LawComparison, detectable: float, top: dict, finding: str,
+           counted: str) -> LawOutcome:
+    """A comparison's outcome: its verdict and, when the laws differ, the test that fired and its numbers."""
+    n = comparison.samples
     outcome = LawOutcome(case, "differs" if comparison.differs else "same law", comparison=comparison, samples=n,
-                         delta=detectable_delta(n, alpha / tests),
-                         top={"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)})
+                         delta=detectable, top=top)
     if comparison.differs:
         name, statistic, df, p = comparison.worst()
-        outcome.problems.append(f"the output laws differ: {name}, chi-square {statistic:.4g} on {df} df, p = {p:.3g} "
-                                f"(Bonferroni over {len(comparison.tests)} tests: {comparison.corrected_p:.3g} < "
-                                f"{alpha:.3g}), {n} samples per side")
+        outcome.problems.append(f"{finding}: {name}, chi-square {statistic:.4g} on {df} df, p = {p:.3g} (Bonferroni "
+                                f"over {len(comparison.tests)} tests: {comparison.corrected_p:.3g} < "
+                                f"{comparison.alpha:.3g}), {n} {counted}")
     return outcome
 
 
@@ -269,13 +276,7 @@ def check_law(sample: Callable[[int], list[tuple]], law: dict[tuple, float], alp
     outputs = [tuple(output) for output in sample(n)]
     if len(outputs) != n:
         raise ValueError(f"sample({n}) returned {len(outputs)} outputs")
-    comparison = goodness_of_fit(outputs, law, alpha)
     top = {"law": sorted(law.items(), key=lambda item: -item[1])[:5], "sample": Counter(outputs).most_common(5)}
-    outcome = LawOutcome({"samples": n}, "differs" if comparison.differs else "same law", comparison=comparison,
-                         samples=n, delta=detectable_delta(n, alpha / tests, exact_law=True), top=top)
-    if comparison.differs:
-        name, statistic, df, p = comparison.worst()
-        outcome.problems.append(f"the sample does not follow the law: {name}, chi-square {statistic:.4g} on {df} "
-                                f"df, p = {p:.3g} (Bonferroni over {len(comparison.tests)} tests: "
-                                f"{comparison.corrected_p:.3g} < {alpha:.3g}), {n} samples")
-    return outcome
+    return judged({"samples": n}, goodness_of_fit(outputs, law, alpha),
+                  detectable_delta(n, alpha / tests, exact_law=True), top, "the sample does not follow the law",
+                  "samples")

@@ -87,3 +87,19 @@ def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):
     assert all(row["tokens_per_step"] == 4 for row in report["sweeps"]["order"].values())  # k 4, no deferral
     assert (tmp_path / "out" / "fastguide.png").stat().st_size > 0
     assert "retention" in (tmp_path / "out" / "fastguide.md").read_text()
+
+
+def test_experiment_models_reports_each_section(tmp_path):
+    """The quick models experiment: every decoder of each section has its row (units summed per decoder), the
+    one-token-per-step decoders take one token per step, and the HMM world scores every continuation."""
+    from veridec.harness.experiments import models as experiment_models
+
+    report = experiment_models.run(tmp_path, quick=True, quiet=True)
+    assert set(report["prompt_mode"]) == set(experiment_models.prompt_decoders(32))
+    assert set(report["infill_mode"]) == set(experiment_models.infill_decoders())
+    assert report["prompt_mode"]["llada low_confidence"]["tokens_per_step"] == 1
+    assert report["infill_mode"]["sequential"]["tokens_per_step"] == 1
+    world = report["hmm_world"]
+    assert all(0 < row["nll_per_token"] < 5 for name, row in world.items() if isinstance(row, dict))
+    assert 0 < world["true_continuations_nll_per_token"] < 5
+    assert (tmp_path / "models.records.jsonl").read_text().count("\n") == 5 * 8 + 3 * 8 + 5 * 8

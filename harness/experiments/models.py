@@ -172,17 +172,16 @@ def hmm_samples(n_prompts: int, gen: int, seed: int) -> torch.Tensor:
 
 def hmm_units(decoders: dict, n_prompts: int, gen: int, seed: int) -> list[Unit]:
     """One unit per (decoder, HMM sample) of the HMM world: the continuation of the sample's head."""
-    model = load_model("hmm")
+    model, hmm = load_model("hmm"), load_world_hmm()
     weights, prompts = weights_sha256(model), hmm_samples(n_prompts, gen, seed)[:, :HMM_PROMPT].tolist()
     return [Unit({"section": "hmm_world", "model": "hmm", "weights": weights, "decoder": name, "prompt": i},
-                 partial(continue_hmm, decode, model, row, unit_seed(seed, i)))
+                 partial(continue_hmm, decode, model, hmm, row, unit_seed(seed, i)))
             for name, decode in decoders.items() for i, row in enumerate(prompts)]
 
 
-def continue_hmm(decode, model, row: list[int], seed: int) -> dict:
+def continue_hmm(decode, model, hmm, row: list[int], seed: int) -> dict:
     """The continuation's exact negative log-likelihood under the true HMM given the prompt (None when it holds
     a special token, which is not an HMM symbol)."""
-    hmm = load_world_hmm()
     canvas, stats = decode_one(decode, model, row, seed)
     canvas = canvas.cpu()[None]  # [1, HMM_PROMPT + gen]
     nll = None
@@ -216,8 +215,8 @@ def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False, grou
     grouped = {}  # section -> decoder -> its prompts' results
     for unit, result in zip(units, results):
         grouped.setdefault(unit.key["section"], {}).setdefault(unit.key["decoder"], []).append(result)
-    truth = hmm_samples(n, gen, seed)
-    truth_nll = -(load_world_hmm().log_likelihood(truth) - load_world_hmm().log_likelihood(truth[:, :HMM_PROMPT]))
+    truth, hmm = hmm_samples(n, gen, seed), load_world_hmm()
+    truth_nll = -(hmm.log_likelihood(truth) - hmm.log_likelihood(truth[:, :HMM_PROMPT]))
     report = {**meta, "training": {name: {k: training_report(name)[k] for k in ("parameters", "wall_seconds",
                                                                                  "final_val_loss")}
                                    for name in ("default", "hmm")},
