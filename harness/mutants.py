@@ -715,6 +715,12 @@ MUTANTS: list[Mutant] = [
         "the derived samples count one test per filled position instead of 2 per position",
         "spec/stochastic.md ST3", (STOCHASTIC,)),
     Mutant(
+        "exact-law-quota-inverted", "testing/exact_law.py",
+        'return TopK(settings["block_length"] // steps_per_block)',
+        "return TopK(steps_per_block)",
+        "the target's quota per step is taken as the steps per block (the wrong exact law)",
+        "spec/stochastic.md ST7", (EXACT_FIT,)),
+    Mutant(
         "fit-cells-from-the-sample", "testing/stochastic.py",
         "own = [value for value in ranked if n * law[value] >= MIN_POOLED][: MAX_CELLS - 1]",
         "own = [value for value in ranked if observed[value] >= MIN_POOLED][: MAX_CELLS - 1]",

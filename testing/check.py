@@ -26,6 +26,7 @@ from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
 
 from .candidates import fit_candidate
+from .exact_law import check_law_target, is_oracle, oracle_cases, run_exact_law_case
 from .models import check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .running import CALL_SLACK, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
@@ -202,7 +203,9 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     commit-order match, the logit error of the candidate's cached calls and both sides' counters, failing only
     where worse than ``baseline`` (a previous ``metrics``). Tier "S" compares output laws at temperature > 0 from
     independent samples (spec/stochastic.md): false-alarm rate at most ``alpha`` over the whole check, a TV of
-    ``delta`` detected with probability 0.95 per test (``samples`` per side derived from both unless given).
+    ``delta`` detected with probability 0.95 per test (``samples`` per side derived from both unless given); on
+    an oracle model (``oracle-joint``, ``oracle-hmm`` or an Oracle) the candidate's samples are held against the
+    exact law of the target's decode instead (ST7).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     if tier not in ("E", "A", "S"):
         raise ValueError(f"tier must be 'E', 'A' or 'S', got {tier!r}")
@@ -225,8 +228,12 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
     padding = fit.takes("attention_mask") if padding is None else padding
-    strategy = cases(model, goal, {n for n in goal.settings if fit.takes(n)}, fit.defaults, max_batch, padding,
-                     settings, sampled=tier == "S")
+    names = {n for n in goal.settings if fit.takes(n)}
+    strategy = cases(model, goal, names, fit.defaults, max_batch, padding, settings, sampled=tier == "S")
+    exact_law = tier == "S" and is_oracle(model)
+    if exact_law:
+        check_law_target(goal, cache)
+        strategy = oracle_cases(model, names)
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None),
                          module=getattr(candidate, "__module__", None), alpha=alpha, delta=delta,
@@ -236,6 +243,9 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
         cases_run = 1 if case is not None else max_examples
         run_one = lambda case: run_law_case(candidate, fit, goal, model, case, convention, alpha / cases_run,
                                             samples, delta, ties, progress)
+        if exact_law:
+            run_one = lambda case: run_exact_law_case(candidate, fit, goal, model, case, convention,
+                                                      alpha / cases_run, samples, delta)
     with torch.no_grad():
         if case is None:
             _search(run_one, strategy, result, max_examples, progress, shrink=tier == "E",

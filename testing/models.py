@@ -18,15 +18,19 @@ from veridec.models.shipped import load_model
 from veridec.models.tiny import never_predicts_mask
 
 TINY = {"tiny-llada": "llada", "tiny-dream": "dream"}
-MODEL_NAMES = ("default", "hmm", *TINY)
+ORACLES = ("oracle-joint", "oracle-hmm")  # exact conditionals: tier S holds samples against exact laws
+MODEL_NAMES = ("default", "hmm", *TINY, *ORACLES)
 TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
 LOGIT_SCALE = 4.0
 
 
 def check_model(name: str = "default", device: str | torch.device = "cpu"):
-    """The model ``name`` names: default | hmm | tiny-llada | tiny-dream | a model folder."""
+    """The model ``name`` names: default | hmm | tiny-llada | tiny-dream | oracle-joint | oracle-hmm | a model
+    folder."""
     if name in TINY:
         return tiny_check_model(TINY[name]).to(device)
+    if name in ORACLES:
+        return oracle_check_model(name)
     if name not in MODEL_NAMES and not Path(name).is_dir():
         raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)} or a model folder, got {name!r}")
     return load_model(name, device=device)
@@ -40,3 +44,13 @@ def tiny_check_model(family: str, seed: int = 0):
         for first in range(0, 2 * TIED_PAIRS, 2):
             head[first + 1] = head[first]
     return never_predicts_mask(model)
+
+
+def oracle_check_model(name: str):
+    """``oracle-joint``: a random enumerated joint over 3 symbols and 5 positions (a prompt of 1-2 symbols, the
+    rest generated); ``oracle-hmm``: a random 4-state HMM over 3 symbols (any length). Both compute on the host."""
+    from veridec.oracles import EnumeratedJoint, HMMOracle
+
+    if name == "oracle-joint":
+        return EnumeratedJoint.random(3, 5, seed=0, concentration=0.5)
+    return HMMOracle.random(4, 3, seed=0)

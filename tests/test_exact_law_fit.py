@@ -4,17 +4,19 @@ against their enumerated laws (proofs_checks.laws). Fixed seeds throughout."""
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from scipy import stats
 
+from veridec.harness.cli import main
 from veridec.oracles import EnumeratedJoint
 from veridec.proofs_checks.laws import decoder_law, total_variation
 from veridec.reference.parallel import decode
 from veridec.rules.parallel import Threshold, TopK
-from veridec.testing import check_law, goodness_of_fit
+from veridec.testing import check_decoder, check_law, goodness_of_fit, load_candidate
 from veridec.testing.stochastic import MAX_CELLS, fit, samples_for_power
 
 ALPHA = 0.01
@@ -111,3 +113,28 @@ def test_the_reference_decoder_follows_its_exact_law_and_a_doubled_temperature_i
     assert total_variation(law, twice) > same.delta  # the shift is larger than what the check guarantees to see
     caught = check_law(sampler(oracle, rule, 0.64, seed=0), law)
     assert caught.verdict == "differs" and "does not follow the law" in caught.problems[0]
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_check_decoder_on_an_oracle_holds_the_samples_against_the_exact_law(capsys):
+    """ST7: examples/llada_sampler.py (LLaDA's generate from scratch, exact against veridec's at tier E) follows
+    the exact law of veridec's LLaDA decode on both oracle check models; the temperature applied twice is
+    caught with the test that fired; a cached target is refused; the command runs the same."""
+    sampler = load_candidate(f"{EXAMPLES}/llada_sampler.py:generate")
+    twice = load_candidate(f"{EXAMPLES}/llada_sampler_broken.py:temperature_applied_twice")
+    assert check_decoder(sampler, against="llada", model="tiny-llada", max_examples=30).passed
+    for model in ("oracle-joint", "oracle-hmm"):
+        same = check_decoder(sampler, against="llada", model=model, tier="S", max_examples=2, samples=800)
+        assert same.passed and same.metrics["samples_per_side"] == [800, 800]
+        caught = check_decoder(twice, against="llada", model=model, tier="S", max_examples=2, samples=800)
+        assert not caught.passed and "do not follow the exact law of llada" in caught.failure.problems[0]
+    rerun = {}
+    exec(caught.reproducer.replace("print(result.markdown())", ""), rerun)  # the same draws again
+    assert not rerun["result"].passed
+    with pytest.raises(ValueError, match="without a cache"):
+        check_decoder(sampler, against="fastdllm", cache="dual", model="oracle-joint", tier="S")
+    assert main(["check", f"{EXAMPLES}/llada_sampler.py:generate", "--against", "llada", "--model", "oracle-hmm",
+                 "--tier", "S", "--trials", "1", "--samples", "300", "--quiet"]) == 0
+    assert "PASS" in capsys.readouterr().out
