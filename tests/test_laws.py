@@ -14,6 +14,7 @@ from oracles import laws as spec_laws
 from scipy import stats
 
 from veridec.oracles import EnumeratedJoint
+from veridec.oracles.base import Oracle
 from veridec.proofs_checks.laws import decoder_law, joint_law, kl_divergence, random_order_law, total_variation
 from veridec.reference.parallel import decode
 from veridec.rules.parallel import KLASS, EntropyBounded, Factor, LocalLeap, Threshold, TopK
@@ -235,3 +236,27 @@ def test_td3_step_law_by_hand_and_the_sharpening_inequality():
                 assert committed >= proposed - 1e-12
                 strict += committed > proposed + 1e-6
     assert strict > 100
+
+
+class IdenticalPositions(Oracle):
+    """Independent positions, every one with the law ``p``: equal confidences at every candidate, so each step's
+    ranking is decided by TD3's tie rule (the lower position wins a tie)."""
+
+    def __init__(self, p: list[float], length: int):
+        super().__init__(len(p), length)
+        self.p = torch.tensor(p, dtype=torch.float64)
+
+    def conditional_marginals(self, x, attention_mask):
+        return self.p.expand(*x.shape, -1).clone()  # [B, L, V]
+
+
+@pytest.mark.parametrize("rule, spec_rule", [(TopK(1), ("topk1",)), (Threshold(0.4), ("threshold", 0.4))],
+                         ids=["topk1", "th0.4"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_td3_ties_between_positions_go_to_the_lower_one(rule, spec_rule, temperature):
+    """Exact ties everywhere (identical positions): the spec oracle's B (strictly below, earlier positions) and
+    B-bar (at most, later positions) decide them; decoder_law must agree outcome for outcome."""
+    p = [0.5, 0.3, 0.2]
+    law = decoder_law(IdenticalPositions(p, 4), rule, [0], 3, temperature)
+    spec = spec_laws.decode_law(lambda canvas: [p] * len(canvas), (0,), 3, temperature, spec_rule)
+    assert law.keys() == spec.keys() and all(law[x] == pytest.approx(spec[x], abs=1e-12) for x in law)
