@@ -95,3 +95,12 @@ def tiny_folders(tmp_path_factory):
         "llada": write_tiny_checkpoint(root / "llada", "llada", seed=1, max_shard_bytes=40_000),
         "dream": write_tiny_checkpoint(root / "dream", "dream", seed=2),
     }
+
+
+@pytest.fixture(scope="session")
+def speculative_quick(tmp_path_factory):
+    """``veridec experiment speculative --quick`` run once in this process: (report, output folder)."""
+    from veridec.harness.experiments import speculative
+
+    out = tmp_path_factory.mktemp("speculative-quick")
+    return speculative.run(out, quick=True, quiet=True), out

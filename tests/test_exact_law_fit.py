@@ -124,7 +124,7 @@ def test_check_decoder_on_an_oracle_holds_the_samples_against_the_exact_law(caps
     caught with the test that fired; a cached target is refused; the command runs the same."""
     sampler = load_candidate(f"{EXAMPLES}/llada_sampler.py:generate")
     twice = load_candidate(f"{EXAMPLES}/llada_sampler_broken.py:temperature_applied_twice")
-    assert check_decoder(sampler, against="llada", model="tiny-llada", max_examples=30).passed
+    assert check_decoder(sampler, against="llada", model="tiny-llada", max_examples=15).passed
     for model in ("oracle-joint", "oracle-hmm"):
         same = check_decoder(sampler, against="llada", model=model, tier="S", max_examples=2, samples=800)
         assert same.passed and same.metrics["samples_per_side"] == [800, 800]

@@ -53,15 +53,13 @@ def test_experiment_parallel_reports_steps_and_quality(tmp_path):
     assert (tmp_path / "parallel.md").read_text().startswith("# Parallel decoders")
 
 
-def test_experiment_speculative_reports_identical_outputs_in_fewer_calls(tmp_path):
-    from veridec.harness.experiments import speculative as experiment_speculative
-
-    report = experiment_speculative.run(tmp_path, quick=True)
+def test_experiment_speculative_reports_identical_outputs_in_fewer_calls(speculative_quick):
+    report, out = speculative_quick
     rows = report["rows"]
     assert all(r["identical_to_base"] for r in rows.values() if r["base"])
     assert rows["chain W1D4, dual"]["model_calls_per_prompt"] < rows["sequential, dual cache"]["model_calls_per_prompt"]
     assert rows["Fast-dLLM + intra W2D2(3)"]["calls_reduction_vs_base"] > 1
-    assert (tmp_path / "speculative.md").read_text().startswith("# Speculative decoding")
+    assert (out / "speculative.md").read_text().startswith("# Speculative decoding")
 
 
 def test_experiment_fastguide_writes_every_table_and_plot(tmp_path):

@@ -95,12 +95,10 @@ def test_a_killed_experiment_resumes_to_the_uninterrupted_report(tmp_path, monke
 SPECULATIVE_TIMINGS = ("latency_s", "speedup_vs_vanilla", "speedup_vs_fastdllm_dc", "draft_overhead_pct")
 
 
-def test_two_gloo_processes_give_the_one_process_experiment(tmp_path):
+def test_two_gloo_processes_give_the_one_process_experiment(tmp_path, speculative_quick):
     """torchrun --nproc-per-node 2 of `veridec experiment speculative --quick`: each rank decodes its prompts
     (units 0, 2 and 1), rank 0 merges the records and writes the report of one process."""
-    from veridec.harness.experiments import speculative
-
-    whole = speculative.run(tmp_path / "one", quick=True, quiet=True)
+    whole, _ = speculative_quick
     out = tmp_path / "two"
     run = subprocess.run([*TORCHRUN, "experiment", "speculative", "--quick", "--quiet", "--out", str(out)], env=ENV,
                          capture_output=True, text=True)
@@ -115,6 +113,15 @@ def test_two_gloo_processes_give_the_one_process_experiment(tmp_path):
 
 def verify(*extra) -> list[str]:
     return ["verify", "--quick", "--no-table", "--only", "bounds/T2", *extra]
+
+
+def test_verify_under_torchrun_needs_out(monkeypatch, capsys):
+    """The processes share their results through --out's records: without it, a usage error before any work."""
+    from veridec.harness.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(verify()) == 2
+    assert "under torchrun, verify needs --out" in capsys.readouterr().err
 
 
 def test_verify_checks_are_recorded_resumed_and_shared_by_two_processes(tmp_path):
@@ -132,5 +139,3 @@ def test_verify_checks_are_recorded_resumed_and_shared_by_two_processes(tmp_path
     checks = lambda name: json.loads((tmp_path / name).read_text())["checks"]  # noqa: E731
     assert len(checks("one.json")) == 5 and checks("two.json") == checks("one.json") == checks("again.json")
     assert (tmp_path / "two" / "verify.records.jsonl").read_text().count("\n") == 5
-    alone = subprocess.run([*TORCHRUN, *verify()], env=ENV, capture_output=True, text=True)
-    assert alone.returncode != 0 and "under torchrun, verify needs --out" in alone.stderr  # each rank exits 2
