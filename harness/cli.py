@@ -29,7 +29,7 @@ from .arguments import (UsageError, check_device, check_output_dir, check_output
                         load_model_arg, number, seed)
 from .checks.registry import CheckResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
-from .units import Unit, announce_resume, open_records, run_units  # noqa: E402
+from .units import Unit, announce_resume, run_recorded  # noqa: E402
 from .workloads import BLOCK  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
@@ -199,12 +199,10 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
     context = VerifyContext(load_model_arg(args.model, device, dtype), load_model_arg(args.model, device, higher),
                             args.seed, args.quick)
     weights = weights_sha256(context.model) if args.out else None
-    records = open_records(args.out, "verify", {"run": "verify", "model": args.model, "dtype": args.dtype,
-                                                "seed": args.seed, "quick": args.quick}, args.fresh, group) \
-        if args.out else None
-    announce_resume(records, args.quiet, group)
     units = [Unit({"check": item.name, "weights": weights}, partial(run_check, item, context)) for item in checks]
-    found = run_units(units, records, group, "verify", args.quiet)
+    found = run_recorded(units, args.out, "verify", {"run": "verify", "model": args.model, "dtype": args.dtype,
+                                                     "seed": args.seed, "quick": args.quick},
+                         group, args.fresh, args.quiet)
     prompts, gen = exactness.QUICK_SIZE if args.quick else exactness.VERIFY_SIZE
     table = dict(model_name=args.model, decoders=exactness.VERIFY_DECODERS, prompts=prompts, gen_length=gen,
                  block_length=BLOCK, seed=args.seed, device=device, loaded=context.model, quiet=args.quiet,

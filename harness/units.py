@@ -76,3 +76,12 @@ def run_units(units: list[Unit], records: Records | None, group: Group = Group()
             return None
         records.merge()
     return [results[key] for key in keys]
+
+
+def run_recorded(units: list[Unit], out: Path | None, name: str, settings: dict, group: Group = Group(),
+                 fresh: bool = False, quiet: bool = False) -> list[dict] | None:
+    """``run_units`` with the records of ``out``/``name``.records.jsonl under ``settings`` (``out`` None: in
+    memory, one process only), saying on stderr when it resumes."""
+    records = None if out is None else open_records(out, name, settings, fresh, group)
+    announce_resume(records, quiet, group)
+    return run_units(units, records, group, name, quiet)

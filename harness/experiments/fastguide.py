@@ -29,7 +29,7 @@ from veridec.rules.presets import PRESETS
 
 from ..distributed import Group
 from ..records import weights_sha256
-from ..units import Unit, announce_resume, open_records, run_units
+from ..units import Unit, run_recorded
 from ..workloads import corpus_texts, validity
 
 TRAJECTORIES = 4
@@ -119,8 +119,6 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
     sweep_prompts = min(n_prompts, SWEEP_PROMPTS)
     meta = {"quick": quick, "seed": seed, "prompts": n_prompts, "sweep_prompts": sweep_prompts, "gen_length": gen,
             "trajectories": TRAJECTORIES}
-    records = open_records(out, "fastguide", {"experiment": "fastguide", **meta}, fresh, group)
-    announce_resume(records, quiet, group)
     named = {"model": "default", "weights": weights_sha256(model), "reward": weights_sha256(reward.model)}
     evaluated = {("table", name): (fn, n_prompts) for name, fn in methods(guidance).items()}
     evaluated |= {key: (fn, sweep_prompts) for key, fn in sweep_decoders(guidance, quick).items()}
@@ -131,7 +129,7 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
                       partial(time_breakdown, model, reward, *prompts[0], gen, guidance)))
     units += [Unit({**named, "part": "batch", "point": batch},
                    partial(batch_seconds, model, reward, *prompts[0], gen, guidance, batch, seed)) for batch in BATCHES]
-    results = run_units(units, records, group, "fastguide", quiet)
+    results = run_recorded(units, out, "fastguide", {"experiment": "fastguide", **meta}, group, fresh, quiet)
     if results is None:
         return None
     found = {tuple(u.key[part] for part in ("part", "point", "prompt") if part in u.key): result

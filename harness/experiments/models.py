@@ -28,7 +28,7 @@ from veridec.trace import Decoded, Trace, record_step
 from .. import corpus
 from ..distributed import Group
 from ..records import weights_sha256
-from ..units import Unit, announce_resume, open_records, run_units
+from ..units import Unit, run_recorded
 from ..workloads import BLOCK, corpus_cases, generated_lines
 
 
@@ -204,12 +204,10 @@ def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False, grou
     model = load_model("default")
     weights = weights_sha256(model)
     meta = {"quick": quick, "seed": seed, "gen_length": gen, "block_length": BLOCK}
-    records = open_records(out, "models", {"experiment": "models", "prompts": n, **meta}, fresh, group)
-    announce_resume(records, quiet, group)
     prompting, infilling = prompt_decoders(gen), infill_decoders()
     units = (prompt_units(model, weights, prompting, n, seed) + infill_units(model, weights, infilling, n, seed)
              + hmm_units(prompting, n, gen, seed))
-    results = run_units(units, records, group, "models", quiet)
+    results = run_recorded(units, out, "models", {"experiment": "models", "prompts": n, **meta}, group, fresh, quiet)
     if results is None:
         return None
     grouped = {}  # section -> decoder -> its prompts' results

@@ -21,7 +21,7 @@ from veridec.rules.presets import PRESETS
 
 from ..distributed import Group
 from ..records import weights_sha256
-from ..units import Unit, announce_resume, open_records, run_units
+from ..units import Unit, run_recorded
 from ..workloads import (BLOCK, corpus_texts, hmm_nll, prompts_for, row_steps, row_tokens_per_step, run_variant,
                          validity)
 
@@ -33,13 +33,11 @@ def run(out: Path, quick: bool = False, seed: int = 0, presets=None, quiet: bool
     n, gen = (4, 64) if quick else (16, 128)
     presets = presets or sorted(PRESETS)
     meta = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK}
-    records = open_records(out, "parallel", {"experiment": "parallel", **meta}, fresh, group)
-    announce_resume(records, quiet, group)
     units = [Unit({"model": model_name, "weights": weights, "decoder": name, "variant": variant},
                   partial(measure, model, model_name, name, variant, n, gen, seed))
              for model_name in ("default", "hmm") for model, weights in [shipped(model_name)]
              for name in presets for variant in ("reference", "dual")]
-    rows = run_units(units, records, group, "parallel", quiet)
+    rows = run_recorded(units, out, "parallel", {"experiment": "parallel", **meta}, group, fresh, quiet)
     if rows is None:
         return None
     report = {**meta, "rows": rows, "localleap_vs_fastdllm_steps": step_ratios(rows)}

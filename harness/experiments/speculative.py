@@ -25,7 +25,7 @@ from veridec.rules.parallel import Threshold, TopK
 
 from ..distributed import Group
 from ..records import weights_sha256
-from ..units import Unit, announce_resume, open_records, run_units
+from ..units import Unit, run_recorded
 from ..workloads import BLOCK, prompts_for, single_prompts
 
 SEQUENTIAL, THRESHOLD = TopK(1), Threshold(0.9)
@@ -68,14 +68,12 @@ def run(out: Path, quick: bool = False, seed: int = 0, quiet: bool = False, grou
     n, gen = (3, 64) if quick else (8, 128)
     model = load_model("default", dtype=torch.float32)
     meta = {"quick": quick, "seed": seed, "prompts": n, "gen_length": gen, "block_length": BLOCK}
-    records = open_records(out, "speculative", {"experiment": "speculative", **meta}, fresh, group)
-    announce_resume(records, quiet, group)
     padded, mask = prompts_for("default", model, n, seed)
     warm, weights = WarmUp(model), weights_sha256(model)
     units = [Unit({"model": "default", "weights": weights, "prompt": i},
                   partial(decode_prompt, model, prompt, gen, warm))
              for i, prompt in enumerate(single_prompts(padded, mask))]
-    per_prompt = run_units(units, records, group, "speculative", quiet)
+    per_prompt = run_recorded(units, out, "speculative", {"experiment": "speculative", **meta}, group, fresh, quiet)
     if per_prompt is None:
         return None
     report = {**meta, "rows": summarize(per_prompt, n)}
