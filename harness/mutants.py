@@ -704,8 +704,8 @@ MUTANTS: list[Mutant] = [
         "spec/theorems.md TD2", (LAWS,)),
     Mutant(
         "tier-s-cases-not-counted", "testing/check.py",
-        "run_law_case(candidate, fit, goal, model, case, convention, alpha / cases_run,",
-        "run_law_case(candidate, fit, goal, model, case, convention, alpha,",
+        "level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run",
+        "level = alpha  # tier S: Bonferroni over the cases run",
         "tier S's samples are derived for one case's level, not the level Bonferroni over the cases gives",
         "spec/stochastic.md ST2", (STOCHASTIC,)),
     Mutant(

@@ -229,23 +229,26 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     fit = fit_candidate(candidate, goal)
     padding = fit.takes("attention_mask") if padding is None else padding
     names = {n for n in goal.settings if fit.takes(n)}
-    strategy = cases(model, goal, names, fit.defaults, max_batch, padding, settings, sampled=tier == "S")
     exact_law = tier == "S" and is_oracle(model)
     if exact_law:
         check_law_target(goal, cache)
         strategy = oracle_cases(model, names)
+    else:
+        strategy = cases(model, goal, names, fit.defaults, max_batch, padding, settings, sampled=tier == "S")
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None),
                          module=getattr(candidate, "__module__", None), alpha=alpha, delta=delta,
                          samples=samples)
-    run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties, tier == "A")
-    if tier == "S":  # Bonferroni over the cases: the whole check's false-alarm rate is at most alpha
-        cases_run = 1 if case is not None else max_examples
-        run_one = lambda case: run_law_case(candidate, fit, goal, model, case, convention, alpha / cases_run,
-                                            samples, delta, ties, progress)
-        if exact_law:
-            run_one = lambda case: run_exact_law_case(candidate, fit, goal, model, case, convention,
-                                                      alpha / cases_run, samples, delta)
+    level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
+    if tier != "S":
+        run_one = lambda case: run_case(candidate, fit, goal, model, case, convention, numeric_error, ties,
+                                        tier == "A")
+    elif exact_law:
+        run_one = lambda case: run_exact_law_case(candidate, fit, goal, model, case, convention, level, samples,
+                                                  delta)
+    else:
+        run_one = lambda case: run_law_case(candidate, fit, goal, model, case, convention, level, samples, delta,
+                                            ties, progress)
     with torch.no_grad():
         if case is None:
             _search(run_one, strategy, result, max_examples, progress, shrink=tier == "E",

@@ -7,8 +7,7 @@ goodness of fit (ST6). Cases are small (V^block_length proposal rows per state).
 
 from __future__ import annotations
 
-from collections import Counter
-
+import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from veridec.oracles import EnumeratedJoint
@@ -16,8 +15,8 @@ from veridec.oracles.base import Oracle
 from veridec.proofs_checks.laws import decoder_law
 from veridec.rules.parallel import Threshold, TopK
 
-from .running import CALL_SLACK, case_tensors, run_candidate
-from .stochastic import LawOutcome, detectable_delta, goodness_of_fit, judged, samples_for_power
+from .running import CALL_SLACK, case_tensors, drawn_canvas, run_candidate
+from .stochastic import LawOutcome, failed_draw, fit_outcome, law_samples
 
 LAW_TARGETS = ("llada", "fastdllm", "fastdllm-2025-06")  # veridec decodes decoder_law enumerates (no cache)
 THRESHOLDS = (None, 0.6, 0.4, 0.8)
@@ -79,19 +78,17 @@ def run_exact_law_case(candidate, fit, goal, model, case: dict, convention: str,
                           settings["block_length"])
     except ValueError as err:
         return LawOutcome(case, "skipped", [f"the exact law cannot be enumerated: {err}"])
-    tests = 2 * settings["gen_length"]
-    n = samples or samples_for_power(delta, alpha / tests, exact_law=True)
+    n = law_samples(law, alpha, delta, samples)
     prompt, _ = case_tensors(case, model)
+    like = F.pad(prompt, (0, settings["gen_length"]), value=model.special.mask_id)  # [1, P + G]
     limit = 2 * settings["gen_length"] + CALL_SLACK
     outputs = []
     for i in range(n):
         side = run_candidate(candidate, fit, goal, model, prompt, None, {**case, "seed": case["seed"] + i},
                              convention, limit)
-        if side.error is not None or side.canvas.shape != (1, prompt.shape[1] + settings["gen_length"]):
-            problem = side.error or f"it returned shape {tuple(side.canvas.shape)}"
-            return LawOutcome(case, "failed", [f"the candidate failed on draw {i}: {problem}"], samples=n)
-        outputs.append(tuple(side.canvas[0, prompt.shape[1]:].tolist()))
-    top = {"target": [(outcome, round(n * p, 1)) for outcome, p in sorted(law.items(), key=lambda item: -item[1])[:5]],
-           "candidate": Counter(outputs).most_common(5)}  # the target's: expected counts in n draws
-    return judged(case, goodness_of_fit(outputs, law, alpha), detectable_delta(n, alpha / tests, exact_law=True),
-                  top, f"the samples do not follow the exact law of {goal.name} ({rule.name})", "samples")
+        canvas, problem = drawn_canvas(side, like)
+        if problem is not None:
+            return failed_draw(case, i, problem, n)
+        outputs.append(tuple(canvas[0, prompt.shape[1]:].tolist()))
+    return fit_outcome(case, outputs, law, alpha, f"the samples do not follow the exact law of {goal.name} "
+                       f"({rule.name})", ("target", "candidate"))

@@ -104,6 +104,15 @@ def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model
         return None
 
 
+def drawn_canvas(side: Side, like: torch.Tensor) -> tuple[torch.Tensor | None, str | None]:
+    """A candidate's draw as the whole canvas shaped ``like`` [B, P + G] (``full_canvas``), or None and why it
+    has none (its error, or the shape it returned)."""
+    canvas = None if side.error is not None else full_canvas(side.canvas, like)
+    if canvas is None:
+        return None, side.error or f"it returned shape {tuple(side.canvas.shape)}"
+    return canvas, None
+
+
 def full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
     """The candidate's output as the whole canvas [B, P + G] (it may return the generation only)."""
     if tokens.shape == canvas.shape:

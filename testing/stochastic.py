@@ -20,7 +20,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
-from .running import CALL_SLACK, case_tensors, full_canvas, resolve_case, run_candidate, run_target
+from .running import CALL_SLACK, case_tensors, drawn_canvas, resolve_case, run_candidate, run_target
 
 MAX_CELLS = 20  # cells per test: df <= 19
 MIN_POOLED = 5  # a value gets its own cell when the two samples together hold it this often
@@ -220,15 +220,18 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
         limit = 2 * target.counters.model_calls + CALL_SLACK
         side = run_candidate(candidate, fit, goal, model, prompt, mask, {**drawn, "seed": drawn["seed"] + 1},
                              convention, limit)
-        canvas = None if side.error is not None else full_canvas(side.canvas, target.canvas)
-        if canvas is None:
-            problem = side.error or f"it returned shape {tuple(side.canvas.shape)}"
-            return LawOutcome(case, "failed", [f"the candidate failed on draw {i}: {problem}"], samples=n)
+        canvas, problem = drawn_canvas(side, target.canvas)
+        if problem is not None:
+            return failed_draw(case, i, problem, n)
         ours.append(_decoded_tokens(target.canvas, prompt, mask_id))
         theirs.append(_decoded_tokens(canvas, prompt, mask_id))
     top = {"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)}
     return judged(case, compare_laws(ours, theirs, alpha), detectable_delta(n, alpha / tests), top,
                   "the output laws differ", "samples per side")
+
+
+def failed_draw(case: dict, draw: int, problem: str, samples: int) -> LawOutcome:
+    return LawOutcome(case, "failed", [f"the candidate failed on draw {draw}: {problem}"], samples=samples)
 
 
 def judged(case: dict, comparison: LawComparison, detectable: float, top: dict, finding: str,
@@ -269,14 +272,32 @@ def check_law(sample: Callable[[int], list[tuple]], law: dict[tuple, float], alp
     seeds it), by default as many as detect a total variation ``delta`` in any test with probability 0.95."""
     check_probability("alpha", alpha)
     check_law_table(law)
-    tests = 2 * len(next(iter(law)))
-    n = samples or samples_for_power(delta, alpha / tests, exact_law=True)
+    n = law_samples(law, alpha, delta, samples)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
     outputs = [tuple(output) for output in sample(n)]
     if len(outputs) != n:
         raise ValueError(f"sample({n}) returned {len(outputs)} outputs")
-    top = {"law": sorted(law.items(), key=lambda item: -item[1])[:5], "sample": Counter(outputs).most_common(5)}
-    return judged({"samples": n}, goodness_of_fit(outputs, law, alpha),
-                  detectable_delta(n, alpha / tests, exact_law=True), top, "the sample does not follow the law",
-                  "samples")
+    return fit_outcome({"samples": n}, outputs, law, alpha, "the sample does not follow the law", ("law", "sample"))
+
+
+def law_samples(law: dict, alpha: float, delta: float, samples: int | None) -> int:
+    """ST6's N: ``samples`` when given, else what detects a TV of ``delta`` in each of the law's 2 x length
+    tests at ``alpha`` over them, with probability 0.95."""
+    return samples or samples_for_power(delta, alpha / _tests(law), exact_law=True)
+
+
+def fit_outcome(case: dict, outputs: list[tuple], law: dict, alpha: float, finding: str,
+                sides: tuple[str, str]) -> LawOutcome:
+    """ST6's verdict on ``outputs`` against ``law``, the report naming the two ``sides`` (the law's five most
+    probable outcomes with their expected counts, the sample's five most frequent with their counts)."""
+    n = len(outputs)
+    expected = [(outcome, round(n * p, 1)) for outcome, p in sorted(law.items(), key=lambda item: -item[1])[:5]]
+    top = {sides[0]: expected, sides[1]: Counter(outputs).most_common(5)}
+    return judged(case, goodness_of_fit(outputs, law, alpha), detectable_delta(n, alpha / _tests(law), exact_law=True),
+                  top, finding, "samples")
+
+
+def _tests(law: dict) -> int:
+    """The views of an outcome of the law's length: the whole, each position, each adjacent pair."""
+    return 2 * len(next(iter(law)))
