@@ -1,4 +1,4 @@
-"""Decoders on the default model at gen lengths 64/128/256: every case of ``veridec.harness.baseline``.
+"""Decoders on the default model at gen lengths 64/128/256: every case of ``tools.baseline``.
 
     pytest benchmarks/ --benchmark-only
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from veridec.compare import compare_traces
-from veridec.harness.baseline import DECODERS, GEN_LENGTHS, PROMPTS, SEED, VARIANTS
+from tools.baseline import DECODERS, GEN_LENGTHS, PROMPTS, SEED, VARIANTS
 from veridec.harness.workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from veridec.adapters import CONVENTIONS
 from veridec.files import write_text_atomic
-from veridec.testing import AGAINST, CACHES, CandidateError, check_decoder, load_candidate
+from veridec.rules.common import TIES
+from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 
 from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
-
-CONVENTIONS = ("llada", "fastdllm", "dream")
 
 
 def add_parser(commands) -> None:
@@ -26,18 +26,19 @@ def add_parser(commands) -> None:
                      help="default | hmm | tiny-llada | tiny-dream | a model folder (default: default, or tiny-dream "
                           "for dream)")
     chk.add_argument("--trials", type=integer(1, 100_000), default=None,
-                     help="cases to draw (default 200; tier S: 5)")
+                     help="cases to draw (default: the tier's, " + ", ".join(
+                         f"{t.letter} {t.default_cases}" for t in TIERS.values()) + ")")
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
-    chk.add_argument("--tier", choices=("E", "A", "S"), default="E",
-                     help="E exact, A measured against a baseline, S output laws from independent samples")
+    chk.add_argument("--tier", choices=tuple(TIERS), default="E",
+                     help="; ".join(f"{t.letter} {t.meaning}" for t in TIERS.values()))
     chk.add_argument("--alpha", type=probability, default=0.01, help="tier S: the check's false-alarm rate")
     chk.add_argument("--delta", type=probability, default=0.05,
                      help="tier S: the total variation each test detects with probability 0.95")
     chk.add_argument("--samples", type=integer(2, 10_000_000), default=None,
                      help="tier S: samples per side per case (default: derived from --alpha and --delta)")
-    chk.add_argument("--ties", choices=("lowest", "torch"), default="lowest",
+    chk.add_argument("--ties", choices=TIES, default="lowest",
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
                      help="tier A: the stored metrics to hold the run against (written when missing)")
@@ -45,19 +46,20 @@ def add_parser(commands) -> None:
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
     chk.add_argument("--quiet", action="store_true", help="no progress bar")
-    chk.set_defaults(run=run_check)
+    chk.set_defaults(run=run_check_command)
 
 
-def run_check(args) -> int:
+def run_check_command(args) -> int:
     check_output_file(args.json, "--json")
     check_output_dir(args.out, "--out")
     case = _parse_case(args.case)
-    baseline = _read_baseline(args.baseline) if args.tier == "A" else None
+    tier = TIERS[args.tier]
+    baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
     model = args.model or ("tiny-dream" if args.against == "dream" else "default")
     try:
         candidate = load_candidate(args.candidate)
         result = check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,
-                               tier=args.tier, max_examples=args.trials or (5 if args.tier == "S" else 200),
+                               tier=args.tier, max_examples=args.trials,
                                seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
                                baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
                                alpha=args.alpha, delta=args.delta, samples=args.samples)
@@ -72,7 +74,7 @@ def run_check(args) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         write_text_atomic(args.out / "check.md", report)
         write_text_atomic(args.out / "check.json", data)
-    if args.tier == "A" and args.baseline and baseline is None:
+    if tier.uses_baseline and args.baseline and baseline is None:
         write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
         print(f"baseline written to {args.baseline}")
     return 0 if result.passed else 1

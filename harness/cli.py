@@ -1,6 +1,7 @@
-"""The ``veridec`` command: generate, verify, exactness, bounds, baseline, experiment, train, check (argparse and
-dispatch; the work lives in the harness modules). Exit codes: 0 success, 1 a failed check or an internal failure
-(its message on stderr), 2 a bad argument (one line on stderr, before any computation)."""
+"""The ``veridec`` command: generate, verify, exactness, bounds, experiment, check (argparse and dispatch; the work
+lives in the harness modules; maintainers' tools, which need a checkout, are under tools/). Exit codes: 0
+success, 1 a failed check or an internal failure (its message on stderr), 2 a bad argument (one line on stderr,
+before any computation)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from .distributed import Group  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, number, seed)
-from .checks.registry import CheckResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
+from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
 from .workloads import BLOCK  # noqa: E402
@@ -63,8 +64,8 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="veridec", description="Verified decoders for masked diffusion LMs.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_generate_parser, _verify_parser, _exactness_parser, _bounds_parser, _baseline_parser,
-                _experiment_parser, _train_parser, check_command.add_parser):
+    for add in (_generate_parser, _verify_parser, _exactness_parser, _bounds_parser, _experiment_parser,
+                check_command.add_parser):
         add(commands)
     return parser
 
@@ -135,14 +136,6 @@ def _bounds_parser(commands) -> None:
     bnd.set_defaults(run=run_bounds_command)
 
 
-def _baseline_parser(commands) -> None:
-    base = commands.add_parser("baseline", help="hold the benchmark counters against benchmarks/baseline.json")
-    base.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
-    base.add_argument("--file", type=Path, default=None, help="baseline path (default benchmarks/baseline.json)")
-    base.add_argument("--gen-lengths", default="64,128,256")
-    base.set_defaults(run=run_baseline)
-
-
 def _experiment_parser(commands) -> None:
     exp = commands.add_parser("experiment", help="run a measurement; writes markdown + JSON under --out")
     exp.add_argument("name", choices=EXPERIMENTS,
@@ -156,14 +149,6 @@ def _experiment_parser(commands) -> None:
     exp.add_argument("--fresh", action="store_true",
                      help="recompute every unit (default: resume from --out's NAME.records.jsonl)")
     exp.set_defaults(run=run_experiment)
-
-
-def _train_parser(commands) -> None:
-    train = commands.add_parser("train", help="retrain a shipped model: tasks | hmm (python -m "
-                                              "veridec.harness.training.dllm -h) or reward (python -m "
-                                              "veridec.harness.training.reward -h)")
-    train.add_argument("train_args", nargs=argparse.REMAINDER)
-    train.set_defaults(run=run_train)
 
 
 def _model_args(sub: argparse.ArgumentParser) -> None:
@@ -199,7 +184,8 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
     context = VerifyContext(load_model_arg(args.model, device, dtype), load_model_arg(args.model, device, higher),
                             args.seed, args.quick)
     weights = weights_sha256(context.model) if args.out else None
-    units = [Unit({"check": item.name, "weights": weights}, partial(run_check, item, context)) for item in checks]
+    units = [Unit({"check": item.name, "weights": weights}, partial(run_verify_check, item, context))
+             for item in checks]
     found = run_recorded(units, args.out, "verify", {"run": "verify", "model": args.model, "dtype": args.dtype,
                                                      "seed": args.seed, "quick": args.quick},
                          group, args.fresh, args.quiet)
@@ -211,7 +197,7 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
         shared_table(args, group, table, models={args.model: (context.model, weights)})
     if group.rank > 0:
         return 0
-    results = [CheckResult(**result) for result in found]
+    results = [VerifyResult(**result) for result in found]
     if rows:
         results.append(exactness.exactness_result(rows))
     print(format_table(results))
@@ -255,7 +241,7 @@ def run_exactness(args) -> int:
         group.leave()
 
 
-def run_check(item, context: VerifyContext) -> dict:
+def run_verify_check(item, context: VerifyContext) -> dict:
     return asdict(item.run(context))
 
 
@@ -312,32 +298,6 @@ def run_decoder_laws(args) -> int:
     return 0 if all(r["mass_error"] < 1e-9 and not r["violations"] for r in rows) else 1
 
 
-# ------------------------------------------------------------------------------------------- baseline
-def run_baseline(args) -> int:
-    from . import baseline
-
-    path = args.file or baseline.BASELINE
-    try:
-        gens = tuple(int(g) for g in args.gen_lengths.split(","))
-    except ValueError as err:
-        raise UsageError(f"--gen-lengths must be comma-separated integers, got {args.gen_lengths!r}") from err
-    if any(g < 1 or g % baseline.BLOCK for g in gens):
-        raise UsageError(f"--gen-lengths must be positive multiples of the block length {baseline.BLOCK}, got {gens}")
-    if args.update:
-        check_output_file(path, "--file")
-    elif not path.is_file():
-        raise UsageError(f"--file {path}: no counter baseline there (write one with --update)")
-    records = baseline.run_cases(gens)
-    if args.update:
-        baseline.write(records, path)
-        print(f"wrote {len(records)} cases to {path}")
-        return 0
-    kept = {k: v for k, v in baseline.load(path).items() if int(k.rsplit("gen", 1)[1]) in gens}
-    problems = baseline.regressions(records, kept) + baseline.speed_shortfalls(records)
-    print("\n".join(problems) if problems else f"{len(kept)} cases within tolerance of {path}")
-    return 1 if problems else 0
-
-
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
     """One experiment; under torchrun its units are shared among the processes and rank 0 writes the report."""
@@ -351,20 +311,6 @@ def run_experiment(args) -> int:
         group.leave()
     if report is not None:
         print((args.out / f"{args.name}.md").read_text())
-    return 0
-
-
-# ------------------------------------------------------------------------------------------- train
-def run_train(args) -> int:
-    """``veridec train {tasks,hmm} ...`` (training.dllm) or ``veridec train reward ...`` (training.reward)."""
-    if args.train_args[:1] == ["reward"]:
-        from .training.reward import main as train_reward_main
-
-        train_reward_main(args.train_args[1:])
-        return 0
-    from .training.dllm import main as train_main
-
-    train_main(args.train_args)
     return 0
 
 

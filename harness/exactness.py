@@ -28,7 +28,7 @@ from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
-from .checks.registry import CheckResult
+from .checks.registry import VerifyResult
 from .distributed import Group
 from .records import Records, weights_sha256
 from .units import open_records
@@ -268,11 +268,11 @@ def all_exact(rows: list[Row]) -> bool:
     return all(r.exact for r in rows if r.tier == "E")
 
 
-def exactness_result(rows: list[Row]) -> CheckResult:
+def exactness_result(rows: list[Row]) -> VerifyResult:
     """The table as one ``veridec verify`` row: every tier E row must be exact."""
     exact = [r for r in rows if r.tier == "E"]
     failed = [f"{r.model}/{r.decoder}/{r.variant}" for r in exact if not r.exact]
-    return CheckResult("exactness/tier-E-rows", len(exact), not failed, None, "",
+    return VerifyResult("exactness/tier-E-rows", len(exact), not failed, None, "",
                        "not exact: " + ", ".join(failed) if failed else "")
 
 

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from veridec.canvas import left_pad
-from veridec.models.shipped import load_world_hmm
+from veridec.oracles.world import load_world_hmm
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.reference.parallel import decode as reference_decode
 

@@ -1,15 +1,20 @@
-"""Verify a decoder written elsewhere (issue: veridec check): ``check_decoder``, ``assert_decoder_matches``,
-the check models, strategies (``veridec.testing.strategies``) and a pytest plugin (``veridec.testing.plugin``,
-registered as a ``pytest11`` entry point)."""
+"""Verify a decoder written elsewhere: ``check_decoder`` (tiers E, A, S: ``tiers.TIERS``),
+``assert_decoder_matches``, the check models (``load_check_model``) and strategies (``veridec.testing.strategies``).
+The pytest plugin that serves them as fixtures is ``veridec.harness.pytest_plugin`` (a ``pytest11`` entry point
+that imports nothing heavy)."""
 
 from .candidates import CandidateError, load_candidate
-from .check import CheckResult, check_decoder, run_case
-from .models import check_model
+from .check import CheckResult, check_decoder
+from .exact import run_case
+from .models import load_check_model
+from .running import CheckSetup
 from .stochastic import check_law, goodness_of_fit
 from .targets import AGAINST, CACHES, target
+from .tiers import TIERS, Tier
 
-__all__ = ["AGAINST", "CACHES", "CandidateError", "CheckResult", "assert_decoder_matches", "check_decoder",
-           "check_law", "check_model", "goodness_of_fit", "load_candidate", "run_case", "target"]
+__all__ = ["AGAINST", "CACHES", "TIERS", "CandidateError", "CheckResult", "CheckSetup", "Tier",
+           "assert_decoder_matches", "check_decoder", "check_law", "goodness_of_fit", "load_candidate",
+           "load_check_model", "run_case", "target"]
 
 
 def assert_decoder_matches(candidate, against="fastdllm", **options) -> CheckResult:

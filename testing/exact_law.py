@@ -15,7 +15,7 @@ from veridec.oracles.base import Oracle
 from veridec.proofs_checks.laws import decoder_law
 from veridec.rules.parallel import Threshold, TopK
 
-from .running import CALL_SLACK, case_tensors, drawn_canvas, run_candidate
+from .running import CALL_SLACK, CheckSetup, case_tensors, drawn_canvas, run_candidate
 from .stochastic import LawOutcome, failed_draw, fit_outcome, law_samples
 
 LAW_TARGETS = ("llada", "fastdllm", "fastdllm-2025-06")  # veridec decodes decoder_law enumerates (no cache)
@@ -67,28 +67,26 @@ def law_rule(settings: dict):
     return TopK(settings["block_length"] // steps_per_block)
 
 
-def run_exact_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha: float,
-                       samples: int | None, delta: float) -> LawOutcome:
-    """Draw the candidate ``samples`` times (by default as many as detect a TV of ``delta``, ST6) on ``case``
-    and hold its outputs against the target's exact law."""
-    settings = case["settings"]
+def run_exact_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
+    """Draw the candidate ``setup.samples`` times (by default as many as detect a TV of ``setup.delta``, ST6)
+    on ``case`` and hold its outputs against the target's exact law."""
+    model, settings = setup.model, case["settings"]
     try:
         rule = law_rule(settings)
         law = decoder_law(model, rule, case["prompt"][0], settings["gen_length"], settings["temperature"],
                           settings["block_length"])
     except ValueError as err:
         return LawOutcome(case, "skipped", [f"the exact law cannot be enumerated: {err}"])
-    n = law_samples(law, alpha, delta, samples)
+    n = law_samples(law, setup.level, setup.delta, setup.samples)
     prompt, _ = case_tensors(case, model)
     like = F.pad(prompt, (0, settings["gen_length"]), value=model.special.mask_id)  # [1, P + G]
     limit = 2 * settings["gen_length"] + CALL_SLACK
     outputs = []
     for i in range(n):
-        side = run_candidate(candidate, fit, goal, model, prompt, None, {**case, "seed": case["seed"] + i},
-                             convention, limit)
+        side = run_candidate(setup, prompt, None, {**case, "seed": case["seed"] + i}, limit)
         canvas, problem = drawn_canvas(side, like)
         if problem is not None:
             return failed_draw(case, i, problem, n)
         outputs.append(tuple(canvas[0, prompt.shape[1]:].tolist()))
-    return fit_outcome(case, outputs, law, alpha, f"the samples do not follow the exact law of {goal.name} "
-                       f"({rule.name})", ("target", "candidate"))
+    return fit_outcome(case, outputs, law, setup.level, f"the samples do not follow the exact law of "
+                       f"{setup.goal.name} ({rule.name})", ("target", "candidate"))

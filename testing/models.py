@@ -24,7 +24,7 @@ TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
 LOGIT_SCALE = 4.0
 
 
-def check_model(name: str = "default", device: str | torch.device = "cpu"):
+def load_check_model(name: str = "default", device: str | torch.device = "cpu"):
     """The model ``name`` names: default | hmm | tiny-llada | tiny-dream | oracle-joint | oracle-hmm | a model
     folder."""
     if name in TINY:

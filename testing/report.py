@@ -8,12 +8,13 @@ import shlex
 from dataclasses import asdict
 
 from .hooks import live_hooks
+from .tiers import TIERS
 
 
 def result_dict(result) -> dict:
     data = {key: value for key, value in asdict(result).items() if key != "failure"}
     failure = result.failure
-    if failure is not None and result.tier == "S":
+    if failure is not None and TIERS[result.tier].sampled:
         data["failure"] = {"case": failure.case, "problems": failure.problems, "samples": failure.samples,
                            "detectable_tv": failure.delta, "top": {k: [[list(o), c] for o, c in v]
                                                                    for k, v in failure.top.items()},
@@ -37,12 +38,12 @@ def markdown(result) -> str:
              f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
              f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {result.skipped} refused by the "
              "target)"]
-    if result.tier in ("A", "S"):
+    if TIERS[result.tier].reports_metrics:
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
     failure = result.failure
     if failure is None:
         return "\n".join(lines) + "\n"
-    if result.tier == "S":
+    if TIERS[result.tier].sampled:
         return "\n".join(lines + _law_lines(result)) + "\n"
     lines += [f"- detected after {result.trials_to_detection} case(s); shrunk to the case below", "",
               "## What differs", *[f"- {problem}" for problem in failure.problems]]
@@ -90,7 +91,7 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
     case = result.failure.case
     load = (f'candidate = load_candidate("{result.source}")' if result.source else
             f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
-    if result.tier == "S":
+    if TIERS[result.tier].sampled:
         named = isinstance(against, str)
         return "\n".join([
             "from veridec.testing import check_decoder, load_candidate", load,
@@ -110,11 +111,11 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
     return "\n".join([
         "import torch",
         "from veridec.adapters import adapt",
-        "from veridec.testing import check_model, load_candidate",
+        "from veridec.testing import load_check_model, load_candidate",
         *(["from veridec.testing.hooks import DreamHook"] if "DreamHook(" in arguments else []),
         f"from {module} import {name}" if goal.veridec else
         "# reference = the callable you passed as against= (define it here)",
-        f"model = check_model({model_name!r})",
+        f"model = load_check_model({model_name!r})",
         load,
         f"prompt = torch.tensor({case['prompt']})",
         "attention_mask = None" if case["attention_mask"] is None else
@@ -133,7 +134,7 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
     words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
              "--cache", cache, "--convention", result.convention, "--model", model_name,
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]
-    if result.tier == "S":
+    if TIERS[result.tier].sampled:
         words[-2:-2] = ["--tier", "S", "--alpha", str(result.alpha), "--delta", str(result.delta)]
         if result.samples is not None:
             words[-2:-2] = ["--samples", str(result.samples)]

@@ -5,6 +5,7 @@ with the case's seed first. Shared by the tiers (check.py: E and A; stochastic.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -12,11 +13,32 @@ from veridec.adapters import adapt
 from veridec.canvas import initial_canvas
 from veridec.recording import CallLimitExceeded, RecordingModel
 
-from .candidates import CandidateError, call_candidate
+from .candidates import CandidateError, Fit, call_candidate
 from .hooks import live_hooks
 from .targets import Target
 
 CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
+
+
+@dataclass(frozen=True)
+class CheckSetup:
+    """What every case runner of one check shares: the candidate and how its signature fits the target, the
+    model, the calling convention, the tie rule, and per tier the numeric error that excuses a tie (E, A),
+    whether the candidate's logit error is measured (A), the false-alarm level of one case, the samples per
+    side and the detectable TV (S)."""
+
+    candidate: Callable
+    fit: Fit
+    goal: Target
+    model: object
+    convention: str
+    ties: str = "lowest"
+    numeric_error: float = 0.0
+    measure_logits: bool = False
+    level: float = 0.01
+    samples: int | None = None
+    delta: float = 0.05
+    progress: bool = False
 
 
 @dataclass
@@ -58,24 +80,28 @@ def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | N
     return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
 
 
-def run_target(goal: Target, model, prompt, mask, case, convention, ties: str) -> Side:
+def run_target(setup: CheckSetup, prompt, mask, case) -> Side:
+    """The target on ``case`` (torch's global RNG seeded with its seed first)."""
+    goal = setup.goal
     torch.manual_seed(case["seed"])
     try:
         if not goal.veridec:
-            return run_foreign(goal.decode, goal.fit, goal, RecordingModel(model), prompt, mask, case, convention)
+            return run_foreign(goal.decode, goal.fit, goal, RecordingModel(setup.model), prompt, mask, case,
+                               setup.convention)
         settings, hook_calls = live_hooks(goal.settings_of(case))
-        decoded = goal.decode(model, prompt, mask, ties, **settings)
+        decoded = goal.decode(setup.model, prompt, mask, setup.ties, **settings)
         return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
     except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
         return Side(error=f"{type(err).__name__}: {err}")
 
 
-def run_candidate(candidate, fit, goal, model, prompt, mask, case, convention, limit: int,
-                   measure_logits: bool = False) -> Side:
-    recording = RecordingModel(model, limit=limit, keep_logits=measure_logits)
+def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_logits: bool = False) -> Side:
+    """The candidate on ``case`` behind its convention and a recording stopped past ``limit`` calls; any failure
+    of foreign code is its Side's ``error``."""
+    recording = RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)
     torch.manual_seed(case["seed"])
     try:
-        side = run_foreign(candidate, fit, goal, recording, prompt, mask, case, convention)
+        side = run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case, setup.convention)
         if measure_logits and side.trace is not None:  # the trace places the commits the errors need
             side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
         return side

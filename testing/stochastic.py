@@ -20,7 +20,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
-from .running import CALL_SLACK, case_tensors, drawn_canvas, resolve_case, run_candidate, run_target
+from .running import CALL_SLACK, CheckSetup, case_tensors, drawn_canvas, resolve_case, run_candidate, run_target
 
 MAX_CELLS = 20  # cells per test: df <= 19
 MIN_POOLED = 5  # a value gets its own cell when the two samples together hold it this often
@@ -99,7 +99,7 @@ def goodness_of_fit(outputs: list[tuple], law: dict[tuple, float], alpha: float)
         margin: dict = {}
         for outcome, probability in law.items():
             margin[view(outcome)] = margin.get(view(outcome), 0.0) + probability
-        statistic, df, p = fit(Counter(map(view, outputs)), margin)
+        statistic, df, p = pearson_fit(Counter(map(view, outputs)), margin)
         result.tests.append((name, statistic, df, p))
     return result
 
@@ -116,7 +116,7 @@ def check_law_table(law: dict) -> None:
         raise ValueError(f"law's probabilities must be >= 0 and sum to 1 (within 1e-9), got a sum of {total!r}")
 
 
-def fit(observed: Counter, law: dict) -> tuple[float, int, float]:
+def pearson_fit(observed: Counter, law: dict) -> tuple[float, int, float]:
     """Pearson's chi-square goodness of fit of ``observed`` counts to ``law`` (ST6): (statistic, df, p). Cells:
     the values whose expected count n p reaches MIN_POOLED, most probable first (ties by their text), at most
     MAX_CELLS - 1, and one cell pooling the rest, its least probable own values moved into it until its
@@ -197,11 +197,11 @@ class LawOutcome:
         return self.verdict in ("differs", "failed")
 
 
-def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha: float, samples: int | None,
-                 delta: float, ties: str = "lowest", progress: bool = False) -> LawOutcome:
-    """Decode ``case`` ``samples`` times on each side (seeds 2i on ours, 2i + 1 on theirs, offset by the case's
-    seed) and compare the laws of the generated tokens at level ``alpha`` (ST2); ``samples=None``: as many as
-    detect a TV of ``delta`` with probability 0.95 (ST3)."""
+def run_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
+    """Decode ``case`` ``setup.samples`` times on each side (seeds 2i on ours, 2i + 1 on theirs, offset by the
+    case's seed) and compare the laws of the generated tokens at the case's level (ST2); ``samples=None``: as
+    many as detect a TV of ``setup.delta`` with probability 0.95 (ST3)."""
+    model, goal = setup.model, setup.goal
     prompt, mask = case_tensors(case, model)
     try:
         case = resolve_case(case, model, prompt, mask)
@@ -210,23 +210,22 @@ def run_law_case(candidate, fit, goal, model, case: dict, convention: str, alpha
     mask_id = model.special.mask_id
     decoded = prompt.shape[0] * case["settings"][goal.length_name] + int((prompt == mask_id).sum())  # filled
     tests = 2 * decoded  # the whole output, each position, each adjacent pair
-    n = samples or samples_for_power(delta, alpha / tests)
+    n = setup.samples or samples_for_power(setup.delta, setup.level / tests)
     ours, theirs = [], []
-    for i in tqdm(range(n), desc="samples per side", unit="pair", disable=not progress, leave=False):
+    for i in tqdm(range(n), desc="samples per side", unit="pair", disable=not setup.progress, leave=False):
         drawn = {**case, "seed": case["seed"] + 2 * i}
-        target = run_target(goal, model, prompt, mask, drawn, convention, ties)
+        target = run_target(setup, prompt, mask, drawn)
         if target.error is not None:
             return LawOutcome(case, "skipped", [f"the target refused the case: {target.error}"])
         limit = 2 * target.counters.model_calls + CALL_SLACK
-        side = run_candidate(candidate, fit, goal, model, prompt, mask, {**drawn, "seed": drawn["seed"] + 1},
-                             convention, limit)
+        side = run_candidate(setup, prompt, mask, {**drawn, "seed": drawn["seed"] + 1}, limit)
         canvas, problem = drawn_canvas(side, target.canvas)
         if problem is not None:
             return failed_draw(case, i, problem, n)
         ours.append(_decoded_tokens(target.canvas, prompt, mask_id))
         theirs.append(_decoded_tokens(canvas, prompt, mask_id))
     top = {"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)}
-    return judged(case, compare_laws(ours, theirs, alpha), detectable_delta(n, alpha / tests), top,
+    return judged(case, compare_laws(ours, theirs, setup.level), detectable_delta(n, setup.level / tests), top,
                   "the output laws differ", "samples per side")
 
 

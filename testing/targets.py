@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from veridec.adapters import CONVENTIONS
 from veridec.optimized import fastdllm as fast
+from veridec.optimized.parallel import CACHES
 from veridec.reference import dream, llada
 from veridec.reference import fastdllm as fastdllm_reference
 
-CACHES = ("none", "prefix", "dual")
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
 FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
@@ -81,8 +82,8 @@ def target(against: str | Callable = "fastdllm", cache: str = "none", convention
     """The veridec decoder ``against`` names with the ``cache`` policy, or a user's callable in ``convention``."""
     if callable(against):
         if convention is None:
-            raise ValueError("convention: a callable 'against' needs its calling convention named "
-                             "(llada, fastdllm or dream)")
+            raise ValueError(f"convention: a callable 'against' needs its calling convention named "
+                             f"({', '.join(CONVENTIONS)})")
         return _callable_target(against, convention)
     if against not in AGAINST:
         raise ValueError(f"against must be one of {', '.join(AGAINST)} or a callable, got {against!r}")
@@ -99,8 +100,8 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
 
     base = {"llada": TARGETS[("fastdllm", "none")], "fastdllm": TARGETS[("fastdllm", "dual")],
             "dream": TARGETS[("dream", "none")]}
-    if convention not in base:
-        raise ValueError(f"convention must be llada, fastdllm or dream, got {convention!r}")
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     template = base[convention]
     fit = fit_candidate(decoder, template)
     settings = tuple(name for name in template.settings if fit.takes(name))

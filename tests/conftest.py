@@ -71,9 +71,9 @@ def counting_model():
 
 
 @pytest.fixture(scope="session")
-def run_check():
+def run_registered_check():
     """Run a check ``veridec verify`` registers (harness/checks) on given float32 and float64 models, so a test
-    holds the same statement instead of restating it: ``run_check(name, model32, model64, seed=0)``."""
+    holds the same statement instead of restating it: ``run_registered_check(name, model32, model64, seed=0)``."""
     from veridec.harness.checks.registry import VerifyContext, all_checks
 
     def run(name: str, model32, model64, seed: int = 0, quick: bool = False):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from veridec.harness import baseline
+from tools import baseline
 
 BASELINE = Path(__file__).parent.parent / "benchmarks" / "baseline.json"
 
@@ -15,10 +15,10 @@ def records():
 
 
 def test_counters_stay_within_tolerance_of_the_baseline(records):
-    """Update after an intended change: ``veridec baseline --update`` (the diff shows in review)."""
+    """Update after an intended change: ``python -m tools.baseline --update`` (the diff shows in review)."""
     problems = baseline.regressions(records, baseline.load(BASELINE))
     assert not problems, "\n".join(problems)
-    assert set(records) == set(baseline.load(BASELINE)), "cases changed: run veridec baseline --update"
+    assert set(records) == set(baseline.load(BASELINE)), "cases changed: run python -m tools.baseline --update"
 
 
 def test_same_run_speed_ratios_hold_their_floors(records):

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 
 from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention, adapt
 from veridec.harness.cli import main
-from veridec.harness.golden import load_checkpoints
+from tools.golden.checkpoints import load_checkpoints
 from veridec.recording import RecordingModel
 from veridec.reference.llada import generate as llada_generate
-from veridec.testing import CandidateError, check_decoder, check_model, load_candidate
+from veridec.testing import CandidateError, check_decoder, load_check_model, load_candidate
 from veridec.testing.strategies import decode_states, exact_joints
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_llada_adapter_ignores_padding_as_the_official_modelling_does(golden_mod
 
 
 def test_cache_adapter_shapes_and_in_place_writes():
-    model = check_model("tiny-llada")
+    model = load_check_model("tiny-llada")
     adapter, x = FastDLLMConvention(model), torch.randint(0, 90, (2, 9))
     full = adapter(x, use_cache=True)
     keys = full.past_key_values[0][0]
@@ -103,7 +103,7 @@ def test_cache_adapter_shapes_and_in_place_writes():
     (lambda a, x, kv: a(x, replace_position=torch.ones_like(x, dtype=torch.bool)), "needs past_key_values"),
 ])
 def test_cache_adapter_refuses_what_the_official_modelling_cannot_mean(call, message):
-    adapter, x = FastDLLMConvention(check_model("tiny-llada")), torch.randint(0, 90, (2, 9))
+    adapter, x = FastDLLMConvention(load_check_model("tiny-llada")), torch.randint(0, 90, (2, 9))
     with pytest.raises(ValueError, match=message):
         call(adapter, x, adapter(x, use_cache=True).past_key_values)
 
@@ -115,7 +115,7 @@ def _marks(rows, length):
 
 
 def test_dream_adapter_gives_raw_shifted_logits_and_reads_the_official_mask():
-    model = check_model("tiny-dream")
+    model = load_check_model("tiny-dream")
     x = torch.randint(0, 90, (2, 7))
     mask = torch.ones_like(x)
     mask[1, :3] = 0
@@ -128,16 +128,16 @@ def test_dream_adapter_gives_raw_shifted_logits_and_reads_the_official_mask():
     assert torch.allclose(shifted[0], aligned[0], atol=1e-5) and torch.allclose(shifted[1, 4:], aligned[1, 4:],
                                                                                 atol=1e-5)
     with pytest.raises(ValueError, match="Dream-layout"):
-        adapt(check_model("tiny-llada"), "dream")
+        adapt(load_check_model("tiny-llada"), "dream")
     with pytest.raises(ValueError, match="convention must be"):
         adapt(model, "vllm")
 
 
 def test_check_models_tie_twin_tokens_exactly():
     for name in ("tiny-llada", "tiny-dream"):
-        logits = check_model(name)(torch.randint(0, 90, (3, 11))).logits
+        logits = load_check_model(name)(torch.randint(0, 90, (3, 11))).logits
         assert torch.equal(logits[..., 0:64:2], logits[..., 1:64:2]), name
-        assert (logits[..., check_model(name).special.mask_id] == -torch.inf).all()
+        assert (logits[..., load_check_model(name).special.mask_id] == -torch.inf).all()
 
 
 # ------------------------------------------------------------------ check_decoder on the examples
@@ -268,7 +268,7 @@ def test_bad_arguments_of_check_decoder():
 def test_recording_places_a_prompt_mask_at_the_refresh_that_decided_it():
     """A dual-cache decoder's cached calls show only the block: a prompt mask committed by the block's full
     refresh is placed at that refresh, not at the next call that shows it."""
-    model = check_model("tiny-llada")
+    model = load_check_model("tiny-llada")
     generate = load_candidate(f"{EXAMPLE}:generate")
     placed = []
     for seed in range(12):
@@ -376,7 +376,7 @@ def test_a_threshold_drawn_at_a_confidence_is_that_confidence():
     before the first block's end, recomputed here position by position."""
     from veridec.testing.running import resolve_case
 
-    model = check_model("tiny-llada")
+    model = load_check_model("tiny-llada")
     prompt = torch.tensor([[5, model.special.mask_id, 7], [9, 10, 11]])
     canvas = torch.cat([prompt, torch.full((2, 6), model.special.mask_id)], dim=1)
     logits = model(canvas).logits[0].double()  # [L, V]

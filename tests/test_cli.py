@@ -127,7 +127,7 @@ def test_exactness_writes_json_and_markdown(tiny_folders, capsys, tmp_path):
 def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, monkeypatch):
     checks = dict(registry.all_checks())
     checks["test/always-fails"] = registry.Check("test/always-fails", "a deliberately failing check",
-                                                 lambda ctx: registry.CheckResult("test/always-fails", 1, False, -1.0))
+                                                 lambda ctx: registry.VerifyResult("test/always-fails", 1, False, -1.0))
     monkeypatch.setattr("veridec.harness.cli.all_checks", lambda: checks)
     code = main(["verify", "--model", str(tiny_folders["llada"]), "--quick", "--quiet", "--only", "always-fails"])
     assert code == 1
@@ -136,7 +136,7 @@ def test_verify_exit_code_is_nonzero_when_a_check_fails(tiny_folders, capsys, mo
 
 
 def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
-    from veridec.harness import gpu_check
+    from tools import gpu_check
     from veridec.rules.presets import PRESETS
 
     assert gpu_check.main(["--device", "cpu", "--shape", "tiny", "--repeats", "2", "--out", str(tmp_path)]) == 0

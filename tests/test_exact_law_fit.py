@@ -17,7 +17,7 @@ from veridec.proofs_checks.laws import decoder_law, total_variation
 from veridec.reference.parallel import decode
 from veridec.rules.parallel import Threshold, TopK
 from veridec.testing import check_decoder, check_law, goodness_of_fit, load_candidate
-from veridec.testing.stochastic import MAX_CELLS, fit, samples_for_power
+from veridec.testing.stochastic import MAX_CELLS, pearson_fit, samples_for_power
 
 ALPHA = 0.01
 
@@ -28,14 +28,14 @@ def test_cells_come_from_the_law_and_the_statistic_is_pearsons():
     cell); the statistic is computed here by hand."""
     law = {"a": 0.5, "b": 0.3, "c": 0.0998, "d": 0.0998, "e": 0.0004}
     observed = Counter({"a": 41, "b": 35, "c": 4, "d": 19, "e": 1})
-    statistic, df, p = fit(observed, law)
+    statistic, df, p = pearson_fit(observed, law)
     counts, expected = np.array([41, 35, 4, 20]), np.array([50, 30, 9.98, 10.02])
     assert df == 3 and statistic == pytest.approx(((counts - expected) ** 2 / expected).sum(), rel=1e-9)
     assert p == pytest.approx(stats.chi2.sf(statistic, 3), rel=1e-9)
-    assert fit(Counter({"a": 1, "z": 1}), law) == (math.inf, 0, 0.0)  # an outcome the law forbids
-    assert fit(Counter({"a": 3}), {"a": 1.0}) == (0.0, 0, 1.0)  # one cell: nothing can differ
+    assert pearson_fit(Counter({"a": 1, "z": 1}), law) == (math.inf, 0, 0.0)  # an outcome the law forbids
+    assert pearson_fit(Counter({"a": 3}), {"a": 1.0}) == (0.0, 0, 1.0)  # one cell: nothing can differ
     many = {value: 1 / 40 for value in range(40)}
-    assert fit(Counter({value: 25 for value in range(40)}), many)[1] == MAX_CELLS - 1
+    assert pearson_fit(Counter({value: 25 for value in range(40)}), many)[1] == MAX_CELLS - 1
 
 
 def test_the_law_is_validated_and_outputs_must_fit_it():
@@ -60,7 +60,7 @@ def test_one_sample_needs_half_the_samples_of_two():
 
 
 # 19 outcomes sharing 0.99995 and a tail of 0.00005 split over 10 more: at n = 1000 the tail's expected count
-# is 0.05, so fit() merges it into the least probable cell (a cell of its own would reject on one draw).
+# is 0.05, so pearson_fit() merges it into the least probable cell (a cell of its own would reject on one draw).
 TAILED = {**{(i,): 0.99995 / 19 for i in range(19)}, **{(19 + i,): 0.000005 for i in range(10)}}
 
 
@@ -87,7 +87,7 @@ def test_power_at_the_derived_samples_is_at_least_as_stated():
         p = q * (1 + 2 * delta * np.where(np.arange(MAX_CELLS) % 2 == 0, 1.0, -1.0))
         n = samples_for_power(delta, ALPHA, exact_law=True)
         law = {(i,): float(q[i]) for i in range(MAX_CELLS)}
-        rejected = sum(fit(Counter((int(i),) for i in rng.choice(MAX_CELLS, n, p=p)), law)[2] < ALPHA
+        rejected = sum(pearson_fit(Counter((int(i),) for i in rng.choice(MAX_CELLS, n, p=p)), law)[2] < ALPHA
                        for _ in range(200))
         assert rejected >= 180, (delta, n, rejected)
 

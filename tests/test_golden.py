@@ -1,6 +1,6 @@
 """Golden traces of the official samplers, replayed with veridec's decoders on every run (spec SQ1.8, SQ2.6,
 FD4, FD8). No network and no official code: ``tests/golden/golden.json`` holds what the official files did
-(recorded by ``python -m veridec.harness.golden record``, see harness/golden.py), on the tiny checkpoints under
+(recorded by ``python -m tools.golden.record record``, see tools/golden/record.py), on the tiny checkpoints under
 ``tests/golden/checkpoints`` and the 126464-token one written here from its seed; their content hashes are
 checked before anything runs.
 
@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from veridec.harness.golden import DEFECTS, content_sha256, ignores_padding, load_checkpoints, run_veridec, same_run
+from tools.golden.checkpoints import content_sha256, load_checkpoints
+from tools.golden.replay import DEFECTS, ignores_padding, run_veridec, same_run
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "golden.json").read_text())

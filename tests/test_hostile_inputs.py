@@ -316,9 +316,8 @@ def test_a_read_only_folder_is_refused(cli, tmp_path):
     (["exactness", "--decoders", "nope"], "unknown preset(s) ['nope']"),
     (["exactness", "--gen-length", "48", "--block-length", "32"], "must be a multiple of --block-length 32"),
     (["bounds", "--cases", "0"], "--cases: must lie in [1, 1000000000], got 0"),
-    (["baseline", "--gen-lengths", "64,abc"], "--gen-lengths must be comma-separated integers"),
-    (["baseline", "--gen-lengths", "50"], "multiples of the block length 32"),
-    (["baseline", "--file", "/nonexistent/baseline.json"], "no counter baseline there"),
+    (["baseline"], "invalid choice: 'baseline'"),  # a maintainers' tool now: python -m tools.baseline
+    (["train", "tasks"], "invalid choice: 'train'"),  # likewise: python -m tools.training.dllm
     (["experiment", "nope"], "invalid choice: 'nope'"),
     (["nope"], "invalid choice: 'nope'"),
     (["generate"], "the following arguments are required: --prompt"),
@@ -335,16 +334,31 @@ def test_bounds_runs_exactly_the_cases_asked_for(cli, tmp_path):
         assert code == 0 and json.loads((tmp_path / "b.json").read_text())["cases"] == cases
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--gen-lengths", "64,abc"], "--gen-lengths must be comma-separated integers"),
+    (["--gen-lengths", "50"], "multiples of the block length 32"),
+    (["--file", "/nonexistent/baseline.json"], "no counter baseline there"),
+])
+def test_the_baseline_tool_refuses_bad_arguments_with_one_line(argv, message, capsys):
+    from tools import baseline
+
+    assert baseline.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
 def test_training_refuses_zero_steps(tmp_path):
-    for argv in (["train", "tasks", "--out", tmp_path / "t", "--steps", "0"],
-                 ["train", "reward", "--out", tmp_path / "r", "--steps", "0"]):
+    from tools.training import dllm, reward
+
+    for train, argv in ((dllm.main, ["tasks", "--out", tmp_path / "t", "--steps", "0"]),
+                        (reward.main, ["--out", tmp_path / "r", "--steps", "0"])):
         with pytest.raises(SystemExit) as stop:  # the training scripts' own argparse: usage and exit code 2
-            main([str(a) for a in argv])
+            train([str(a) for a in argv])
         assert stop.value.code == 2
 
 
 def test_the_baseline_file_is_found_from_any_directory(monkeypatch, tmp_path):
-    from veridec.harness import baseline
+    from tools import baseline
 
     monkeypatch.chdir(tmp_path)
     assert baseline.BASELINE.is_absolute() and baseline.BASELINE.is_file()

@@ -1,6 +1,6 @@
-"""Imports run only downward (DESIGN.md): harness on top, testing (veridec.testing) just below it; reference and
-optimized side by side, never importing each other; the shared floor (veridec/) and proofs_checks import neither
-of them."""
+"""Imports run only downward (docs/design.md): harness on top, testing (veridec.testing) just below it; reference
+and optimized side by side, never importing each other; the shared floor (veridec/) and proofs_checks import
+neither of them. Nothing that ships imports tools/ (maintainers' tooling, which needs a checkout)."""
 
 import ast
 from pathlib import Path
@@ -11,12 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"veridec": "veridec", "reference": "veridec.reference", "optimized": "veridec.optimized",
             "proofs_checks": "veridec.proofs_checks", "harness": "veridec.harness", "testing": "veridec.testing"}
 FORBIDDEN = {
-    "veridec": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing"},
-    "proofs_checks": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing"},
-    "reference": {"veridec.optimized", "veridec.harness", "veridec.testing"},
-    "optimized": {"veridec.reference", "veridec.harness", "veridec.testing"},
-    "testing": {"veridec.harness"},  # the top floor beside harness, which uses it (``veridec check``)
-    "harness": set(),
+    "veridec": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing", "tools"},
+    "proofs_checks": {"veridec.reference", "veridec.optimized", "veridec.harness", "veridec.testing", "tools"},
+    "reference": {"veridec.optimized", "veridec.harness", "veridec.testing", "tools"},
+    "optimized": {"veridec.reference", "veridec.harness", "veridec.testing", "tools"},
+    "testing": {"veridec.harness", "tools"},  # the top floor beside harness, which uses it (``veridec check``)
+    "harness": {"tools"},
 }
 
 
@@ -43,6 +43,14 @@ def test_imports_only_go_down(folder):
         for name in imported_modules(path, PACKAGES[folder]):
             if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[folder]):
                 violations.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_models_room_imports_no_oracle():
+    """veridec.models is the floor's lowest room: the oracles sit on it (the shipped HMM world included)."""
+    files = sorted((ROOT / "veridec" / "models").rglob("*.py"))
+    violations = [f"{path.relative_to(ROOT)} imports {name}" for path in files
+                  for name in imported_modules(path, "veridec") if name.startswith("veridec.oracles")]
     assert not violations, "\n".join(violations)
 
 

@@ -36,12 +36,12 @@ def test_prefill_equals_forward_and_fills_cache(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("name", ["model/cache-subset", "model/cache-recompute", "model/padding"])
-def test_registered_cache_and_padding_checks(run_check, family, name):
+def test_registered_cache_and_padding_checks(run_registered_check, family, name):
     """MC2 (queries at a random subset against a freshly filled cache = the full forward there), MC3
     (recomputing every position through a stale cache = a full forward of the new canvas; three layers here)
     and M2 (a left-padded batch = each row alone): the checks ``veridec verify`` runs, on odd head sizes."""
     for seed in range(2):
-        run_check(name, *pair(family, seed=seed, num_layers=3), seed=seed)
+        run_registered_check(name, *pair(family, seed=seed, num_layers=3), seed=seed)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

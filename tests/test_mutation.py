@@ -1,4 +1,4 @@
-"""The mutation gate's catalogue and patching (harness/mutants.py, harness/mutation.py), without running pytest
+"""The mutation gate's catalogue and patching (tools/mutants.py, tools/mutation.py), without running pytest
 on a mutant: every original text occurs exactly once in its file, the patched file still compiles, names are
 unique, related test files exist; patches apply to a copy and never to the tree; a copy's imports come from
 the copy (the editable install's finder would otherwise serve veridec.reference etc. from this tree)."""
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from veridec.harness import mutation
-from veridec.harness.mutants import MUTANTS, Mutant
-from veridec.harness.mutants_independent import MUTANTS as INDEPENDENT
+from tools import mutation
+from tools.mutants import MUTANTS, Mutant
+from tools.mutants_independent import MUTANTS as INDEPENDENT
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
@@ -31,7 +31,7 @@ def test_catalogue_size_names_and_spread():
 @pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
-    assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update harness/mutants.py"
+    assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"
     text = (ROOT / mutant.path).read_text()
     compile(text.replace(mutant.original, mutant.replacement), mutant.path, "exec")
     assert line >= 1

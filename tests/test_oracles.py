@@ -26,9 +26,9 @@ def hmm_and_canvas(draw):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_hmm_conditionals_equal_enumeration(run_check, seed):
+def test_hmm_conditionals_equal_enumeration(run_registered_check, seed):
     """M9: forward-backward conditionals = the enumerated joint's (the check ``veridec verify`` runs)."""
-    run_check("oracle/hmm-conditionals", None, None, seed=seed)
+    run_registered_check("oracle/hmm-conditionals", None, None, seed=seed)
 
 
 @given(hmm_and_canvas())

@@ -10,7 +10,7 @@ from veridec.harness import corpus
 from veridec.harness.workloads import corpus_cases
 from veridec.guidance import load_reward_model
 from veridec.guidance.tiny import tiny_reward_model
-from veridec.harness.training import reward as train_reward
+from tools.training import reward as train_reward
 from veridec.models.shipped import load_model
 from veridec.numerics import assert_within_rounding
 

@@ -1,7 +1,7 @@
 """The check registry behind ``veridec verify``.
 
 A decoder family registers its checks in one module (``harness/checks/<family>.py``) with ``@check``; the
-modules are listed once in ``CHECK_MODULES``. A check takes a ``VerifyContext`` and returns a ``CheckResult``:
+modules are listed once in ``CHECK_MODULES``. A check takes a ``VerifyContext`` and returns a ``VerifyResult``:
 how many cases it ran, whether all passed, and its worst margin (how far the closest case was from failing,
 in the unit the check states; negative means failed).
 """
@@ -34,7 +34,7 @@ class VerifyContext:
 
 
 @dataclass
-class CheckResult:
+class VerifyResult:
     name: str
     cases: int
     passed: bool
@@ -47,7 +47,7 @@ class CheckResult:
 class Check:
     name: str
     description: str
-    run: Callable[[VerifyContext], CheckResult] = field(repr=False)
+    run: Callable[[VerifyContext], VerifyResult] = field(repr=False)
 
 
 CHECKS: dict[str, Check] = {}
@@ -60,8 +60,8 @@ def check(name: str, description: str):
         if name in CHECKS:
             raise ValueError(f"check {name!r} is registered twice")
 
-        def run(ctx: VerifyContext) -> CheckResult:
-            return CheckResult(name, *fn(ctx))
+        def run(ctx: VerifyContext) -> VerifyResult:
+            return VerifyResult(name, *fn(ctx))
 
         CHECKS[name] = Check(name, description, run)
         return fn
@@ -75,11 +75,11 @@ def all_checks() -> dict[str, Check]:
     return CHECKS
 
 
-def results_to_json(results: list[CheckResult]) -> list[dict]:
+def results_to_json(results: list[VerifyResult]) -> list[dict]:
     return [asdict(r) for r in results]
 
 
-def format_table(results: list[CheckResult]) -> str:
+def format_table(results: list[VerifyResult]) -> str:
     """The checks as an aligned text table (check, cases, result, worst margin, unit) and a pass count."""
     rows = [("check", "cases", "result", "worst margin", "unit")]
     for r in results:

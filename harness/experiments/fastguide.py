@@ -134,6 +134,18 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
         return None
     found = {tuple(u.key[part] for part in ("part", "point", "prompt") if part in u.key): result
              for u, result in zip(units, results)}  # (part[, point[, prompt]]) -> result
+    report = build_report(meta, found, evaluated, gen)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "fastguide.json", json.dumps(report, indent=2))
+    write_text_atomic(out / "fastguide.md", to_markdown(report))
+    plot(report, out)
+    return report
+
+
+def build_report(meta: dict, found: dict, evaluated: dict, gen: int) -> dict:
+    """The report from the units' results ``found`` ((part[, point[, prompt]]) -> result): the table with
+    Best-of-N priced at its N trajectories, the gaps to sequential guidance, FastGuide's speedup and retention,
+    the sweeps, the time breakdown and the seconds per trajectory by batch size."""
     summary = {key: summarize([found[(*key, i)] for i in range(count)], gen) for key, (_, count) in evaluated.items()}
     table = {point: row for (part, point), row in summary.items() if part == "table"}
     bon_pool = table["Unguided sequential (BoN pool)"]
@@ -151,15 +163,10 @@ def run(out: Path, quick: bool = False, seed: int = 0, sizes: tuple[int, int] | 
             sweeps.setdefault(part, {})[point] = row
     sweeps["greedy"] = sweeps["greedy"]["k 8"]
     sweeps["seconds_per_trajectory_by_batch"] = {str(b): found[("batch", b)]["seconds"] for b in BATCHES}
-    report = {**meta, "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
-              "retention": None if retention is None else round(retention, 4),
-              "top1_gain_over_bon": {"sequential": paired_gain(seq, bon), "fastguide": paired_gain(fast, bon)},
-              "time_breakdown": found[("time_breakdown",)], "sweeps": sweeps}
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "fastguide.json", json.dumps(report, indent=2))
-    write_text_atomic(out / "fastguide.md", to_markdown(report))
-    plot(report, out)
-    return report
+    return {**meta, "table": table, "speedup": round(seq["s_per_gen"] / fast["s_per_gen"], 3),
+            "retention": None if retention is None else round(retention, 4),
+            "top1_gain_over_bon": {"sequential": paired_gain(seq, bon), "fastguide": paired_gain(fast, bon)},
+            "time_breakdown": found[("time_breakdown",)], "sweeps": sweeps}
 
 
 def paired_gain(row: dict, base: dict) -> dict:

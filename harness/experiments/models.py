@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from veridec.files import write_text_atomic
-from veridec.models.shipped import load_model, load_world_hmm, training_report
+from veridec.models.shipped import load_model, training_report
+from veridec.oracles.world import load_world_hmm
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.fastdllm import generate as fastdllm_generate
 from veridec.reference.llada import generate as llada_generate

@@ -1,5 +1,5 @@
 """The reward model shipped inside the package: a tiny Qwen3ForSequenceClassification trained by
-``python -m veridec.harness.training.reward`` to predict the corpus checkers' validity of a response."""
+``python -m tools.training.reward`` (a checkout) to predict the corpus checkers' validity of a response."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 transformer with its K/V cache API (``transformer``, ``layers``), the LLaDA and Dream checkpoint layouts and the
 loader (``layouts``, ``checkpoint``), tokenizers, tiny random models and the shipped models.
 
-The lowest room of the shared floor: imports only torch, safetensors, tokenizers and transformers (and the
-oracles, for the shipped HMM world); everything else imports it."""
+The lowest room of the shared floor: imports only torch, safetensors, tokenizers and transformers; everything
+else imports it (the oracles too: the shipped HMM world is loaded by ``veridec.oracles.world``)."""
 
 from .checkpoint import load_pretrained, save_pretrained
 from .interface import MaskPredictor, PredictorOutput, SpecialTokens, query_positions, realign_shifted

@@ -1,8 +1,9 @@
 """The models shipped inside the package, so every command runs offline.
 
 - ``default``: a 4-layer LLaDA-layout dLLM trained on the task corpus (veridec.harness.corpus);
-- ``hmm``: the same architecture trained on samples of a fixed HMM, shipped with that HMM (``hmm.json``), so
-  outputs can be scored by their exact log-likelihood under the true HMM.
+- ``hmm``: the same architecture trained on samples of a fixed HMM, shipped with that HMM (``hmm.json``, loaded by
+  ``veridec.oracles.world.load_world_hmm``), so outputs can be scored by their exact log-likelihood under the
+  true HMM.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-from ..oracles import HMMOracle
 from .checkpoint import load_pretrained
 from .transformer import BidirectionalTransformer
 
@@ -28,11 +28,6 @@ def model_folder(name_or_path: str) -> Path:
 def load_model(name_or_path: str = "default", device: str | torch.device = "cpu",
                dtype: torch.dtype | None = None) -> BidirectionalTransformer:
     return load_pretrained(model_folder(name_or_path), dtype=dtype, device=device)
-
-
-def load_world_hmm() -> HMMOracle:
-    """The true HMM behind the shipped ``hmm`` model (token ids = HMM symbols)."""
-    return HMMOracle.from_dict(json.loads((SHIPPED["hmm"] / "hmm.json").read_text()))
 
 
 def training_report(name: str) -> dict:

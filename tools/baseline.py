@@ -3,14 +3,17 @@
 Each benchmark case (decoder x variant x gen length) on the shipped default model records deterministic
 numbers: full forwards, query positions per prompt, tokens per step, and agreement with the same decoder's
 reference decode (token match, commit-order match). ``regressions`` holds a new run against the baseline with
-the tolerances below; improvements never fail. Update after an intended change with
+the tolerances below; improvements never fail. The suite holds the gate (tests/test_baseline.py); by hand:
 
-    veridec baseline --update          # rewrites benchmarks/baseline.json; review its diff
+    python -m tools.baseline                # hold this machine's counters against benchmarks/baseline.json
+    python -m tools.baseline --update       # rewrite it after an intended change; review its diff
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -21,7 +24,8 @@ from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
-from .workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant
+from veridec.harness.arguments import UsageError, check_output_file
+from veridec.harness.workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant
 
 DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq")
 VARIANTS = ("reference", "prefix", "dual")  # "optimized" without cache is Tier E: the reference's counters
@@ -109,3 +113,52 @@ def speed_shortfalls(records: dict[str, dict]) -> list[str]:
             if ratio < floor:
                 problems.append(f"{fast} is only {ratio:.2f}x faster than {slow} (floor {floor}x)")
     return problems
+
+
+def parse_gen_lengths(text: str) -> tuple[int, ...]:
+    """``--gen-lengths``: comma-separated positive multiples of the block length."""
+    try:
+        gens = tuple(int(g) for g in text.split(","))
+    except ValueError as err:
+        raise UsageError(f"--gen-lengths must be comma-separated integers, got {text!r}") from err
+    if any(g < 1 or g % BLOCK for g in gens):
+        raise UsageError(f"--gen-lengths must be positive multiples of the block length {BLOCK}, got {gens}")
+    return gens
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.baseline", description=__doc__.split("\n")[0])
+    parser.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
+    parser.add_argument("--file", type=Path, default=BASELINE, help="baseline path (default benchmarks/baseline.json)")
+    parser.add_argument("--gen-lengths", default="64,128,256")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Hold this run's counters against the baseline (exit 1 on a regression) or rewrite it (``--update``);
+    exit 2 with one line on a bad argument."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        gens = parse_gen_lengths(args.gen_lengths)
+        if args.update:
+            check_output_file(args.file, "--file")
+        elif not args.file.is_file():
+            raise UsageError(f"--file {args.file}: no counter baseline there (write one with --update)")
+    except UsageError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    records = run_cases(gens)
+    if args.update:
+        write(records, args.file)
+        print(f"wrote {len(records)} cases to {args.file}")
+        return 0
+    kept = {k: v for k, v in load(args.file).items() if int(k.rsplit("gen", 1)[1]) in gens}
+    problems = regressions(records, kept) + speed_shortfalls(records)
+    print("\n".join(problems) if problems else f"{len(kept)} cases within tolerance of {args.file}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@ official layouts, written by veridec's writer, and stores settings, seeds, promp
 per-step commits in ``tests/golden/golden.json``. ``tests/test_golden.py`` replays every case with veridec's
 decoders (no network, no official code) and asserts tokens, forward counts and steps exactly.
 
-    python -m veridec.harness.golden record --llada LLaDA/generate.py \\
+    python -m tools.golden.record record --llada LLaDA/generate.py \\
         --fastdllm Fast-dLLM@f6b35ec/llada --fastdllm Fast-dLLM@24cc59e/llada \\
         --dream Fast-dLLM@24cc59e/dream --provenance provenance.json --out tests/golden/
 
@@ -38,7 +38,6 @@ import importlib
 import importlib.util
 import inspect
 import io
-import itertools
 import json
 import math
 import random
@@ -49,141 +48,23 @@ import time
 import traceback
 import types
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from unittest import mock
 
 import torch
 
 from veridec.files import write_text_atomic
-from veridec.models import SpecialTokens, load_pretrained, random_model, save_pretrained
-from veridec.models.tokenizer import DEFAULT_ALPHABET, FAMILY_SPECIALS
+from veridec.models import SpecialTokens, load_pretrained
+
+from .checkpoints import (CHECKPOINT_DIR, CHECKPOINTS, GOLDEN_FILE, LLADA_8B_VOCAB, TEXT_TOKENS, content_sha256,
+                          write_checkpoint)
+from .replay import CanvasLog, case_inputs, defect_kind, describe, ignores_padding, run_veridec, same_run, summary
 
 FORMAT = 1
-GOLDEN_FILE = "golden.json"
-CHECKPOINT_DIR = "checkpoints"
 FORWARD_CAP = 200  # official forwards per case before the recorder stops it ("capped"): it never hangs
 SAFETY = 8.0  # a decision counts as decided when its margin exceeds SAFETY x the measured rounding error
 GRID_SEED = 20250627
-
-# ------------------------------------------------------------------------------------------ checkpoints
-SMALL = {"hidden_size": 16, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 32}
-BIG = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 16}
-LLADA_8B_IDS = SpecialTokens(mask_id=126336, eos_id=126081, eot_id=126348, pad_id=126081)  # hard-coded upstream
-LLADA_8B_VOCAB = 126464
-TEXT_TOKENS = len(DEFAULT_ALPHABET)  # ids below are characters in every tiny tokenizer
-
-
-@dataclass(frozen=True)
-class CheckpointSpec:
-    """A tiny checkpoint: ``random_model(family, seed, float64, **sizes)`` with its LM head scaled by
-    ``logit_scale`` (confidences spread over (0, 1), so thresholds and factors decide something), the mask
-    token's head row multiplied by ``mask_row_scale``: 0 gives the mask logit 0, never the argmax (a trained
-    model never proposes the mask token); the ``llada-proposes-mask`` checkpoint scales it by 1.8 instead, so
-    that about 7% of masked positions propose the mask token at temperature 0 (what makes the upstream loops
-    fail); and for the 126464-token model the official LLaDA-8B ids, with the EOS and EoT head rows swapped
-    with those of the two tokens that most often win at masked positions (``eos_eot_swap``), so that masked
-    positions propose EOS and EoT and the EOS flags change something."""
-
-    family: str
-    seed: int
-    sizes: dict = field(default_factory=lambda: dict(SMALL))
-    logit_scale: float = 4.0
-    mask_row_scale: float = 0.0
-    vocab_size: int | None = None
-    official_ids: bool = False
-    eos_eot_swap: bool = False
-    committed: bool = True  # False: written bit-reproducibly at test time (too big to commit)
-
-
-CHECKPOINTS = {
-    "llada": CheckpointSpec("llada", 101),
-    "llada-proposes-mask": CheckpointSpec("llada", 102, mask_row_scale=1.8),
-    "dream": CheckpointSpec("dream", 103),
-    "llada-126k": CheckpointSpec("llada", 104, dict(BIG), logit_scale=2.0, vocab_size=LLADA_8B_VOCAB,
-                                 official_ids=True, eos_eot_swap=True, committed=False),
-}
-
-
-def official_id_tokenizer():
-    """A character tokenizer whose mask / EOS / EoT sit at LLaDA-8B's ids (126336 / 126081 / 126348), so the
-    loader reads EoT = 126348; the ids in between are unused (a sparse vocabulary loads in milliseconds, a
-    dense 126464-token one in seconds)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    mask, eos, eot = FAMILY_SPECIALS["llada"]
-    vocab = {c: i for i, c in enumerate(DEFAULT_ALPHABET)}
-    vocab.update({mask: LLADA_8B_IDS.mask_id, eos: LLADA_8B_IDS.eos_id, eot: LLADA_8B_IDS.eot_id})
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=eos))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
-    backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, mask_token=mask, eos_token=eos, pad_token=eos,
-                                   additional_special_tokens=[eot], padding_side="left")
-
-
-def build_model(name: str):
-    """The checkpoint's model, bit-reproducibly from its seed (torch's CPU generator, float64)."""
-    spec = CHECKPOINTS[name]
-    model = random_model(spec.family, spec.seed, torch.float64, vocab_size=spec.vocab_size, **spec.sizes)
-    if spec.official_ids:
-        model.special = LLADA_8B_IDS
-        model.tokenizer = official_id_tokenizer()
-    with torch.no_grad():
-        head = model.lm_head.weight  # [V, hidden]
-        head.mul_(spec.logit_scale)
-        head[model.special.mask_id] *= spec.mask_row_scale
-        if spec.eos_eot_swap:
-            generator = torch.Generator().manual_seed(spec.seed)
-            x = torch.randint(0, TEXT_TOKENS, (8, 10), generator=generator, device=generator.device)
-            x[:, 4:] = model.special.mask_id
-            winners = torch.bincount(model(x).logits[:, 4:].argmax(-1).flatten(), minlength=head.shape[0])
-            for special_id, token in zip((model.special.eos_id, model.special.eot_id), winners.topk(2).indices):
-                head[[special_id, int(token)]] = head[[int(token), special_id]].clone()
-    return model
-
-
-def write_checkpoint(name: str, folder: str | Path) -> Path:
-    """Write checkpoint ``name`` in its official layout with veridec's writer (``save_pretrained``)."""
-    return save_pretrained(build_model(name), folder)
-
-
-def content_sha256(folder: str | Path) -> str:
-    """sha256 over what decoding depends on: config.json (canonical JSON) and every tensor (name, dtype,
-    shape, bytes, sorted by name). Independent of safetensors' file layout."""
-    from safetensors import safe_open
-
-    folder = Path(folder)
-    digest = hashlib.sha256()
-    digest.update(json.dumps(json.loads((folder / "config.json").read_text()), sort_keys=True).encode())
-    tensors = {}
-    for path in sorted(folder.glob("*.safetensors")):
-        with safe_open(path, framework="pt") as f:
-            for key in f.keys():  # noqa: SIM118 -- safe_open is not iterable
-                tensors[key] = f.get_tensor(key)
-    for key in sorted(tensors):
-        t = tensors[key].contiguous()
-        digest.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return digest.hexdigest()
-
-
-def load_checkpoints(golden: dict, root: str | Path, scratch: str | Path) -> dict:
-    """veridec's loader on every checkpoint of ``golden``: committed ones from ``root/checkpoints``, the others
-    written into ``scratch`` first. Raises if a content hash differs from the recorded one."""
-    models = {}
-    for name, info in golden["checkpoints"].items():
-        folder = Path(root) / CHECKPOINT_DIR / name if info["committed"] else \
-            write_checkpoint(name, Path(scratch) / name)
-        found = content_sha256(folder)
-        if found != info["content_sha256"]:
-            raise ValueError(f"checkpoint {name}: content sha256 {found} != recorded {info['content_sha256']}")
-        model = load_pretrained(folder)
-        if asdict(model.special) != info["special"]:
-            raise ValueError(f"checkpoint {name}: special ids {model.special} != recorded {info['special']}")
-        models[name] = model
-    return models
-
 
 # ------------------------------------------------------------------------------------------------ cases
 LLADA_SPLITS = [(4, 4, 4), (4, 4, 2), (4, 2, 4), (4, 2, 2), (6, 3, 6), (6, 3, 2), (6, 2, 3), (6, 6, 3),
@@ -229,8 +110,13 @@ def llada_cases(rng: random.Random, models: dict) -> list[dict]:
     """ML-GSAI/LLaDA ``generate``: temperature 0 / 0.5 / 1 x both remasking modes x cfg 0 / 1.5 x {one row,
     two rows, left-padded rows, masks in the prompt}, three times with other block / step splits; the EOS/EoT
     flags on the 126464-token model; the model that proposes the mask token; cfg > 0 without an attention mask."""
-    cases = []
     small = models["llada"].special
+    return (_llada_grid(rng, small) + _llada_eos_flags(rng, models["llada-126k"].special)
+            + _llada_proposes_mask(rng, models["llada-proposes-mask"].special) + _llada_cfg_without_mask(rng, small))
+
+
+def _llada_grid(rng: random.Random, small: SpecialTokens) -> list[dict]:
+    cases = []
     for rep in range(3):
         for temperature in (0.0, 0.5, 1.0):
             for remasking in ("low_confidence", "random"):
@@ -247,7 +133,11 @@ def llada_cases(rng: random.Random, models: dict) -> list[dict]:
                                     "mask_id": small.mask_id}
                         cases.append(_case("llada", "generate", "llada", settings, prompt, mask,
                                            rng.randrange(2**31), shape=shape))
-    big = models["llada-126k"].special
+    return cases
+
+
+def _llada_eos_flags(rng: random.Random, big: SpecialTokens) -> list[dict]:
+    cases = []
     for temperature in (0.0, 0.0, 0.7, 1.0):
         for remasking in ("low_confidence", "random"):
             for eos in (False, True):
@@ -263,7 +153,11 @@ def llada_cases(rng: random.Random, models: dict) -> list[dict]:
                                 "logits_eos_inf": eos, "confidence_eos_eot_inf": eot}
                     cases.append(_case("llada", "generate", "llada-126k", settings, prompt, mask,
                                        rng.randrange(2**31), shape="eos-flags"))
-    raw = models["llada-proposes-mask"].special
+    return cases
+
+
+def _llada_proposes_mask(rng: random.Random, raw: SpecialTokens) -> list[dict]:
+    cases = []
     for temperature in (0.0, 0.0, 0.0, 0.7, 0.7, 1.0):
         gen, block, steps = rng.choice(LLADA_SPLITS)
         prompt, _ = _prompt(rng, raw, rng.choice([1, 2]), rng.randint(2, 6))
@@ -271,6 +165,11 @@ def llada_cases(rng: random.Random, models: dict) -> list[dict]:
                     "cfg_scale": 0.0, "remasking": "low_confidence", "mask_id": raw.mask_id}
         cases.append(_case("llada", "generate", "llada-proposes-mask", settings, prompt, None, rng.randrange(2**31),
                            shape="proposes-mask"))
+    return cases
+
+
+def _llada_cfg_without_mask(rng: random.Random, small: SpecialTokens) -> list[dict]:
+    cases = []
     for temperature in (0.0, 0.5):  # upstream defect: cfg_scale > 0 without attention_mask -> NameError
         prompt, _ = _prompt(rng, small, 1, 4)
         settings = {"steps": 4, "gen_length": 4, "block_length": 4, "temperature": temperature, "cfg_scale": 1.5,
@@ -288,51 +187,68 @@ def fastdllm_cases(rng: random.Random, models: dict, loops: tuple[str, ...]) -> 
     at batch 2, quota with one step per block (legacy, cached), and the model that proposes the mask token (quota's
     IndexError, threshold's endless loop)."""
     cases = []
-    special = models["llada"].special
+    special, raw = models["llada"].special, models["llada-proposes-mask"].special
     for loop in loops:
         modes = [{}] + [{"threshold": t} for t in THRESHOLDS] + \
             ([{"factor": f} for f in FACTORS] if loop == "current" else [])
         for cache in ("none", "prefix", "dual"):
-            for rep in range(2):
-                for mode in modes:
-                    for temperature in (0.0, 0.7):
-                        for remasking in ("low_confidence", "random"):
-                            gen, block, steps = rng.choice(FASTDLLM_SPLITS)
-                            batch = rng.choice([1, 2]) if loop == "current" and cache != "dual" else 1
-                            prompt, _ = _prompt(rng, special, batch, rng.randint(1, 6) if batch == 1 else
-                                                rng.randint(2, 6))
-                            settings = dict(steps=steps, gen_length=gen, block_length=block,
-                                            temperature=temperature, remasking=remasking,
-                                            mask_id=special.mask_id, threshold=mode.get("threshold"), **(
-                                                {"factor": mode.get("factor")} if loop == "current" else {}))
-                            cases.append(_case("fastdllm", f"{loop}/{cache}", "llada", settings, prompt, None,
-                                               rng.randrange(2**31), shape="batch" if batch > 1 else "one"))
-            defects = []
-            if cache == "dual" and loop == "current":
-                defects += [("batch2", m) for m in ({}, {"threshold": 0.5}, {"factor": 1.0})]
-            if loop == "legacy":
-                defects.append(("batch2", {}))
-                if cache != "none":
-                    defects += [("one-step-per-block", {}), ("one-step-per-block", {})]
-            for shape, mode in defects:
-                gen, block, steps = (4, 2, 2) if shape == "one-step-per-block" else (4, 2, 4)
-                prompt, _ = _prompt(rng, special, 2 if shape == "batch2" else 1, 4)
-                settings = dict(steps=steps, gen_length=gen, block_length=block, temperature=0.0,
-                                remasking="low_confidence", mask_id=special.mask_id,
-                                threshold=mode.get("threshold"),
-                                **({"factor": mode.get("factor")} if loop == "current" else {}))
-                cases.append(_case("fastdllm", f"{loop}/{cache}", "llada", settings, prompt, None,
-                                   rng.randrange(2**31), shape=shape))
-            raw = models["llada-proposes-mask"].special
-            for mode in ({}, {"threshold": 0.9}, {"threshold": 0.5}) + (({"factor": 1.0},) if loop == "current"
-                                                                     else ()):
-                gen, block, steps = rng.choice([(8, 8, 4), (8, 4, 4), (6, 6, 6), (8, 8, 8)])
-                prompt, _ = _prompt(rng, raw, 1, rng.randint(2, 6))
-                settings = dict(steps=steps, gen_length=gen, block_length=block, temperature=0.0,
-                                remasking="low_confidence", mask_id=raw.mask_id, threshold=mode.get("threshold"),
-                                **({"factor": mode.get("factor")} if loop == "current" else {}))
-                cases.append(_case("fastdllm", f"{loop}/{cache}", "llada-proposes-mask", settings, prompt, None,
-                                   rng.randrange(2**31), shape="proposes-mask"))
+            cases += _fastdllm_grid(rng, special, loop, cache, modes)
+            cases += _fastdllm_defects(rng, special, loop, cache)
+            cases += _fastdllm_proposes_mask(rng, raw, loop, cache)
+    return cases
+
+
+def _fastdllm_settings(loop: str, mode: dict, **settings) -> dict:
+    """A Fast-dLLM case's settings: the mode's threshold, and its factor where the loop has one (current)."""
+    return dict(settings, threshold=mode.get("threshold"),
+                **({"factor": mode.get("factor")} if loop == "current" else {}))
+
+
+def _fastdllm_grid(rng: random.Random, special: SpecialTokens, loop: str, cache: str, modes: list) -> list[dict]:
+    cases = []
+    for rep in range(2):
+        for mode in modes:
+            for temperature in (0.0, 0.7):
+                for remasking in ("low_confidence", "random"):
+                    gen, block, steps = rng.choice(FASTDLLM_SPLITS)
+                    batch = rng.choice([1, 2]) if loop == "current" and cache != "dual" else 1
+                    prompt, _ = _prompt(rng, special, batch, rng.randint(1, 6) if batch == 1 else rng.randint(2, 6))
+                    settings = _fastdllm_settings(loop, mode, steps=steps, gen_length=gen, block_length=block,
+                                                  temperature=temperature, remasking=remasking,
+                                                  mask_id=special.mask_id)
+                    cases.append(_case("fastdllm", f"{loop}/{cache}", "llada", settings, prompt, None,
+                                       rng.randrange(2**31), shape="batch" if batch > 1 else "one"))
+    return cases
+
+
+def _fastdllm_defects(rng: random.Random, special: SpecialTokens, loop: str, cache: str) -> list[dict]:
+    defects = []
+    if cache == "dual" and loop == "current":
+        defects += [("batch2", m) for m in ({}, {"threshold": 0.5}, {"factor": 1.0})]
+    if loop == "legacy":
+        defects.append(("batch2", {}))
+        if cache != "none":
+            defects += [("one-step-per-block", {}), ("one-step-per-block", {})]
+    cases = []
+    for shape, mode in defects:
+        gen, block, steps = (4, 2, 2) if shape == "one-step-per-block" else (4, 2, 4)
+        prompt, _ = _prompt(rng, special, 2 if shape == "batch2" else 1, 4)
+        settings = _fastdllm_settings(loop, mode, steps=steps, gen_length=gen, block_length=block, temperature=0.0,
+                                      remasking="low_confidence", mask_id=special.mask_id)
+        cases.append(_case("fastdllm", f"{loop}/{cache}", "llada", settings, prompt, None, rng.randrange(2**31),
+                           shape=shape))
+    return cases
+
+
+def _fastdllm_proposes_mask(rng: random.Random, raw: SpecialTokens, loop: str, cache: str) -> list[dict]:
+    cases = []
+    for mode in ({}, {"threshold": 0.9}, {"threshold": 0.5}) + (({"factor": 1.0},) if loop == "current" else ()):
+        gen, block, steps = rng.choice([(8, 8, 4), (8, 4, 4), (6, 6, 6), (8, 8, 8)])
+        prompt, _ = _prompt(rng, raw, 1, rng.randint(2, 6))
+        settings = _fastdllm_settings(loop, mode, steps=steps, gen_length=gen, block_length=block, temperature=0.0,
+                                      remasking="low_confidence", mask_id=raw.mask_id)
+        cases.append(_case("fastdllm", f"{loop}/{cache}", "llada-proposes-mask", settings, prompt, None,
+                           rng.randrange(2**31), shape="proposes-mask"))
     return cases
 
 
@@ -434,105 +350,9 @@ def assign_ids(cases: list[dict]) -> list[dict]:
     return cases
 
 
-# ------------------------------------------------------------------------------------ veridec's side
-def case_inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
-    prompt = torch.tensor(case["prompt"], dtype=torch.long, device="cpu")
-    mask = case["attention_mask"]
-    mask = None if mask is None else torch.tensor(mask, dtype=torch.long, device="cpu")
-    return prompt, mask
-
-
-def step_commits(trace) -> list[list[list[int]]]:
-    """Per step, the sorted [row, position, token] triples a veridec trace committed."""
-    return [sorted([row, p, t] for row in range(len(step.positions))
-                   for p, t in zip(step.positions[row], step.tokens[row])) for step in trace.steps]
-
-
-def run_veridec(case: dict, model, *, honour_padding: bool = True) -> dict:
-    """Replay ``case`` with veridec's decoder for its sampler and variant (ties="torch", torch's global RNG
-    seeded as recorded) -> {status: "ok", canvas, nfe, steps} or {status: "error", error, forwards, steps} (the
-    steps completed before the error). ``honour_padding=False`` drops the attention mask (``ignores_padding``)."""
-    from veridec.optimized.fastdllm import (
-        generate_with_dual_cache,
-        generate_with_prefix_cache,
-    )
-    from veridec.reference.dream import diffusion_generate
-    from veridec.reference.fastdllm import generate as fastdllm_generate
-    from veridec.reference.llada import generate as llada_generate
-
-    prompt, mask = case_inputs(case)
-    if not honour_padding:
-        mask = None
-    settings = dict(case["settings"])
-    model = Logged(model, prompt.shape[0], prompt.shape[1] + settings.get("gen_length",
-                                                                          settings.get("max_new_tokens", 0)))
-    torch.manual_seed(case["seed"])
-    try:
-        if case["sampler"] == "llada":
-            out = llada_generate(model, prompt, mask, ties="torch", **settings)
-        elif case["sampler"] == "fastdllm":
-            loop, cache = case["variant"].split("/")
-            if cache == "none":
-                out = fastdllm_generate(model, prompt, mask, ties="torch", **settings)
-            else:
-                decoder = generate_with_prefix_cache if cache == "prefix" else generate_with_dual_cache
-                out = decoder(model, prompt, mask, ties="torch", legacy_loop=loop == "legacy", **settings)
-        else:
-            settings.pop("pad_token_id", None)
-            out = diffusion_generate(model, prompt, mask, ties="torch", **settings)
-    except (RuntimeError, ValueError, IndexError) as err:
-        return {"status": "error", "error": _describe(err), "forwards": len(model.canvases),
-                "steps": model.commits(None)}
-    counters = out.trace.counters
-    steps = step_commits(out.trace)
-    if steps != model.commits(out.canvas) or counters.model_calls != len(model.canvases):
-        raise AssertionError(f"{case.get('id')}: veridec's trace disagrees with the calls it made")
-    return {"status": "ok", "canvas": out.canvas.tolist(), "nfe": counters.model_calls, "steps": steps}
-
-
-def _describe(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
-
-
-def same_run(a: dict, b: dict) -> bool:
-    """Equal outcomes: status, and for completed runs canvas, forward count and per-step commits."""
-    if a["status"] != b["status"]:
-        return False
-    if a["status"] != "ok":
-        return True
-    return a["canvas"] == b["canvas"] and a["nfe"] == b["nfe"] and a["steps"] == b["steps"]
-
-
 # ======================================================================== record time (official code)
 class ForwardCap(Exception):
     """Raised by the recorder's hook when an official run exceeds FORWARD_CAP forwards."""
-
-
-class CanvasLog:
-    """The canvas every model call of one decode saw, [B, L] each (a cached call's window placed back on the
-    previous canvas), and the commits between consecutive calls."""
-
-    def __init__(self, batch: int, length: int):
-        self.batch, self.length, self.canvases = batch, length, []
-
-    def full(self, x: torch.Tensor) -> None:
-        self.canvases.append(x[: self.batch].clone())
-
-    def window(self, tokens: torch.Tensor, positions: torch.Tensor) -> None:
-        canvas = self.canvases[-1].clone()
-        rows = torch.arange(self.batch, device=canvas.device)[:, None]
-        canvas[rows, positions[: self.batch]] = tokens[: self.batch]
-        self.canvases.append(canvas)
-
-    def commits(self, final: torch.Tensor | None) -> list[list[list[int]]]:
-        """Per call, the sorted [row, position, token] triples that changed before the next call (or before
-        ``final``, the decoded canvas; without it the last call's step is unknown and left out)."""
-        chain = self.canvases + ([final[: self.batch]] if final is not None else [])
-        steps = []
-        for before, after in itertools.pairwise(chain):
-            changed = (before != after).nonzero().tolist()
-            steps.append(sorted([r, p, int(after[r, p])] for r, p in changed))
-        return steps
 
 
 class Capture(CanvasLog):
@@ -556,30 +376,6 @@ class Capture(CanvasLog):
         offset = int(replace[0].nonzero()[0]) if replace is not None else self.length - x.shape[1]
         self.window(x, torch.arange(offset, offset + x.shape[1], device=x.device).expand(x.shape[0], -1))
         return
-
-
-class Logged(CanvasLog):
-    """veridec's model behind a proxy that logs the canvas of every call, as ``Capture`` does on the official
-    side, so the steps before an error can be compared too."""
-
-    def __init__(self, model, batch: int, length: int):
-        super().__init__(batch, length)
-        self.model = model
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, x, attention_mask=None, **kw):
-        self.full(x)
-        return self.model(x, attention_mask, **kw)
-
-    def prefill(self, x, *args, **kw):
-        self.full(x)
-        return self.model.prefill(x, *args, **kw)
-
-    def forward_cached(self, tokens, positions, *args, **kw):
-        self.window(tokens, positions)
-        return self.model.forward_cached(tokens, positions, *args, **kw)
 
 
 @dataclass
@@ -659,7 +455,7 @@ class Official:
         except ForwardCap as err:
             status, error = "capped", str(err)
         except Exception as err:  # noqa: BLE001 -- an upstream defect is recorded, whatever it raises
-            status, error = "error", _describe(err)
+            status, error = "error", describe(err)
             error += f" [at {_where(err)}]"
         finally:
             capture.handle.remove()
@@ -914,35 +710,6 @@ def classify(case: dict, official: dict, veridec: dict, probe: MarginProbe, extr
     return record
 
 
-DEFECTS = {  # what the official outcome says -> the defect, as the test names it
-    "capped": "endless loop: the top-ranked candidate proposes the mask token at temperature 0, every later "
-              "step repeats it (capped)",
-    "attention_mask_": "cfg_scale > 0 without attention_mask: UnboundLocalError (a NameError)",
-    "list assignment index out of range": "factor mode at batch > 1: a row whose block is complete has no "
-                                          "candidate: IndexError",
-    "is out of bounds for dimension 1": "quota mode: the block outlives its schedule (legacy cached loop with one "
-                                        "step per block, or the mask token proposed): IndexError",
-    "shape mismatch": "dual cache at batch > 1: replace_position's indices of every row are scattered into "
-                      "one row: RuntimeError",
-    "expanded size": "June 2025 file at batch > 1: the canvas has one row: RuntimeError",
-}
-
-
-def defect_kind(official: dict) -> str:
-    text = "capped" if official["status"] == "capped" else official.get("error", "")
-    for key, name in DEFECTS.items():
-        if key in text:
-            return name
-    raise ValueError(f"an official failure no defect describes: {text}")
-
-
-def ignores_padding(case: dict) -> bool:
-    """The official LLaDA modelling ignores the attention mask: such a case is compared with veridec run
-    without it (the pads read as tokens)."""
-    return case["sampler"] == "llada" and case["attention_mask"] is not None and \
-        any(0 in row for row in case["attention_mask"])
-
-
 def _remasked(case: dict, official: dict) -> bool:
     """The official Dream loop wrote the mask token over a non-mask position (SQ2.4's deviation)."""
     mask_id = case["settings"]["mask_token_id"]
@@ -954,24 +721,20 @@ def _remasked(case: dict, official: dict) -> bool:
 
 def record(official: Official, out: Path, provenance: dict, only: list[str] | None = None,
            log=print) -> dict:
+    """Write the checkpoints, measure the rounding between the two modellings, run every case on both sides
+    and write ``out/golden.json``; returns what it wrote."""
     out.mkdir(parents=True, exist_ok=True)
-    checkpoints, folders, models, errors = {}, {}, {}, {}
     scratch = Path(tempfile.mkdtemp(prefix="veridec-golden-"))
-    for name, spec in CHECKPOINTS.items():
-        folder = out / CHECKPOINT_DIR / name if spec.committed else scratch / name
-        write_checkpoint(name, folder)
-        folders[name] = folder
-        models[name] = load_pretrained(folder)
-        checkpoints[name] = {"committed": spec.committed, "content_sha256": content_sha256(folder),
-                             "special": asdict(models[name].special), "spec": asdict(spec),
-                             "files": {p.name: _sha256(p) for p in sorted(folder.iterdir()) if spec.committed}}
+    checkpoints, folders, models = _written_checkpoints(out, scratch)
     theirs = {name: official.load_model(spec.family, folders[name]) for name, spec in CHECKPOINTS.items()}
+    errors = {}
     for name, spec in CHECKPOINTS.items():
         model = models[name]
         errors[name] = measure_error(theirs[name], model, spec.family, model.special, min(model.vocab_size, 1000))
         log(f"measured logit error {name}: {errors[name]}")
     loops = tuple(sorted(official.fastdllm, key=lambda k: k != "current"))
     cases = grid(models, loops)
+
     def run_both(case):
         return official.run(case, theirs[case["checkpoint"]]), run_veridec(case, models[case["checkpoint"]])
 
@@ -980,38 +743,61 @@ def record(official: Official, out: Path, provenance: dict, only: list[str] | No
         cases = [case for case in cases if any(case["id"].startswith(prefix) for prefix in only)]
     started = time.time()
     for i, case in enumerate(cases):
-        name = case["checkpoint"]
-        eps = max(errors[name].values())
-        cfg = case["settings"].get("cfg_scale", 0.0)
-        tol = SAFETY * eps * (2 * cfg + 1)  # l_u + (w + 1)(l_c - l_u) moves by up to (2w + 1) x the error
-        official_run = official.run(case, theirs[name])
-        probe = MarginProbe(tol)
-        padded = ignores_padding(case)
-        with probe.patched():
-            mine = run_veridec(case, models[name], honour_padding=not padded)
-        extra = {"padded": run_veridec(case, models[name])} if padded else {}
-        case.update(classify(case, official_run, mine, probe, extra))
-        case["tolerance"] = float(f"{tol:.3g}")
-        if case["expect"] in ("disagreement", "near_tie"):
-            log(f"{case['id']}: {case['expect']} margin={case['margin']} settings={case['settings']}")
+        _record_case(case, official, theirs[case["checkpoint"]], models[case["checkpoint"]],
+                     max(errors[case["checkpoint"]].values()), log)
         if i % 50 == 0:
             log(f"{i}/{len(cases)} cases, {time.time() - started:.0f} s")
+    golden = _golden(official, provenance, checkpoints, errors, cases)
+    _write_json(out / GOLDEN_FILE, golden)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return golden
+
+
+def _written_checkpoints(out: Path, scratch: Path) -> tuple[dict, dict, dict]:
+    """Every checkpoint written (committed ones under ``out``, the others in ``scratch``) and loaded back:
+    (what golden.json records of each, their folders, veridec's models)."""
+    checkpoints, folders, models = {}, {}, {}
+    for name, spec in CHECKPOINTS.items():
+        folder = out / CHECKPOINT_DIR / name if spec.committed else scratch / name
+        write_checkpoint(name, folder)
+        folders[name] = folder
+        models[name] = load_pretrained(folder)
+        checkpoints[name] = {"committed": spec.committed, "content_sha256": content_sha256(folder),
+                             "special": asdict(models[name].special), "spec": asdict(spec),
+                             "files": {p.name: _sha256(p) for p in sorted(folder.iterdir()) if spec.committed}}
+    return checkpoints, folders, models
+
+
+def _record_case(case: dict, official: Official, theirs, model, eps: float, log) -> None:
+    """One case on both sides, veridec's decisions probed; its expectation and what it needs written into it."""
+    cfg = case["settings"].get("cfg_scale", 0.0)
+    tol = SAFETY * eps * (2 * cfg + 1)  # l_u + (w + 1)(l_c - l_u) moves by up to (2w + 1) x the error
+    official_run = official.run(case, theirs)
+    probe = MarginProbe(tol)
+    padded = ignores_padding(case)
+    with probe.patched():
+        mine = run_veridec(case, model, honour_padding=not padded)
+    extra = {"padded": run_veridec(case, model)} if padded else {}
+    case.update(classify(case, official_run, mine, probe, extra))
+    case["tolerance"] = float(f"{tol:.3g}")
+    if case["expect"] in ("disagreement", "near_tie"):
+        log(f"{case['id']}: {case['expect']} margin={case['margin']} settings={case['settings']}")
+
+
+def _golden(official: Official, provenance: dict, checkpoints: dict, errors: dict, cases: list) -> dict:
+    import transformers
+
     sources = {role: {**provenance.get(str(path.resolve()), {"repository": None, "commit": None,
                                                                "path": path.name}), "sha256": _sha256(path)}
                for role, path in official.files.items()}
-    import transformers
-
-    golden = {
+    return {
         "format": FORMAT,
-        "description": "Golden traces of the official LLaDA, Fast-dLLM and Dream samplers (harness/golden.py)",
+        "description": "Golden traces of the official LLaDA, Fast-dLLM and Dream samplers (tools/golden/record.py)",
         "recorded_with": {"torch": torch.__version__, "transformers": transformers.__version__,
                           "python": sys.version.split()[0]},
         "sources": sources, "checkpoints": checkpoints, "numerics": errors, "safety": SAFETY,
         "forward_cap": FORWARD_CAP, "cases": cases,
     }
-    _write_json(out / GOLDEN_FILE, golden)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return golden
 
 
 def _write_json(path: Path, golden: dict) -> None:
@@ -1023,18 +809,8 @@ def _write_json(path: Path, golden: dict) -> None:
     write_text_atomic(path, text)
 
 
-def summary(golden: dict) -> dict:
-    """Case counts per sampler/variant and expectation."""
-    table: dict[str, dict[str, int]] = {}
-    for case in golden["cases"]:
-        key = f"{case['sampler']}/{case['variant']}"
-        row = table.setdefault(key, {})
-        row[case["expect"]] = row.get(case["expect"], 0) + 1
-    return table
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m veridec.harness.golden", description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.golden.record", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="run the official samplers and write tests/golden/")
     rec.add_argument("--llada", type=Path, required=True, help="ML-GSAI/LLaDA generate.py")
@@ -1046,7 +822,11 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--only", action="append", help="record only case ids starting with this (debugging)")
     sub.add_parser("summary", help="case counts of tests/golden/golden.json").add_argument(
         "--golden", type=Path, default=Path("tests/golden") / GOLDEN_FILE)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "summary":
         print(json.dumps(summary(json.loads(args.golden.read_text())), indent=1))
         return 0

@@ -1,9 +1,9 @@
 """A second, independent catalogue of single-point bugs (the mutation gate's cross-check).
 
-Written by a separate writer who read neither harness/mutants.py nor tests/, from spec/ and the code alone, spread
+Written by a separate writer who read neither tools/mutants.py nor tests/, from spec/ and the code alone, spread
 over the code by size; each area's test files are its related tests (survivors run the whole suite anyway).
 
-    python -m veridec.harness.mutation --catalogue harness/mutants_independent.py \
+    python -m tools.mutation --catalogue tools/mutants_independent.py \
         --report benchmarks/mutation-independent.md
 
 ``tests/test_mutation.py`` keeps it in step with the code like the main catalogue.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from veridec.harness.mutants import (CACHE, CHECKPOINT, COMPARE, COUNTERS, DECODERS, FASTDLLM, FASTGUIDE, GOLDEN,
+from tools.mutants import (CACHE, CHECKPOINT, COMPARE, COUNTERS, DECODERS, FASTDLLM, FASTGUIDE, GOLDEN,
                                      GUIDANCE, MODEL_CACHE, ORACLE_GUIDANCE, ORACLE_PARALLEL, ORACLE_SEQUENTIAL,
                                      ORACLE_THEOREMS, ORACLES, RULES, SAMPLERS, SPECULATIVE, THEOREMS, TWIN, Mutant)
 

@@ -1,6 +1,7 @@
 """The pytest plugin (entry point ``pytest11``, on with ``pip install veridec``): fixtures for the check models,
-the shipped models, the oracles and the adapters, and ``assert_decoder_matches``. Everything is built lazily,
-so the plugin costs nothing in a test session that does not use it.
+the shipped models, the oracles and the adapters, and ``assert_decoder_matches``. This module imports pytest
+only; torch, Hypothesis and the decoders load when a fixture is first requested, so the plugin costs nothing in
+a test session that does not use it (tests/test_plugin.py holds it to that).
 
     def test_my_decoder(veridec_check):
         veridec_check(my_generate, against="fastdllm", cache="dual", model="tiny-llada")
@@ -14,17 +15,17 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_llada():
     """A tiny LLaDA-layout check model (veridec.testing.models: tied LM-head pairs, never proposes the mask)."""
-    from .models import check_model
+    from veridec.testing.models import load_check_model
 
-    return check_model("tiny-llada")
+    return load_check_model("tiny-llada")
 
 
 @pytest.fixture(scope="session")
 def tiny_dream():
     """A tiny Dream-layout check model."""
-    from .models import check_model
+    from veridec.testing.models import load_check_model
 
-    return check_model("tiny-dream")
+    return load_check_model("tiny-dream")
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +39,8 @@ def default_model():
 @pytest.fixture(scope="session")
 def hmm_model():
     """The shipped model trained on a known HMM, with that HMM as ``hmm_model.world``."""
-    from veridec.models.shipped import load_model, load_world_hmm
+    from veridec.models.shipped import load_model
+    from veridec.oracles.world import load_world_hmm
 
     model = load_model("hmm")
     model.world = load_world_hmm()
@@ -64,6 +66,6 @@ def adapt():
 @pytest.fixture
 def veridec_check():
     """``veridec_check(candidate, against=..., **options)``: check_decoder, failing the test with the report."""
-    from . import assert_decoder_matches
+    from veridec.testing import assert_decoder_matches
 
     return assert_decoder_matches

@@ -1,7 +1,7 @@
 """Tier S calibration (spec/stochastic.md ST4): the false-alarm rate and the power of the two-sample tests,
 measured, against what ST3 predicts. Writes a markdown report (committed as benchmarks/stochastic-calibration.md).
 
-    python benchmarks/stochastic_calibration.py --out benchmarks/stochastic-calibration.md   # ~20 min, 1 thread
+    python -m tools.stochastic_calibration --out benchmarks/stochastic-calibration.md   # ~20 min, 1 thread
 
 1. The statistic alone, on synthetic laws over 20 cells: equal laws (false alarms at level alpha), and laws at
    total variation delta placed as ST3's bound assumes, at the samples ``samples_for_power`` derives (power,
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from veridec.rules.dream import filtered_probs  # noqa: E402
-from veridec.testing import check_decoder, check_model, load_candidate  # noqa: E402
+from veridec.testing import check_decoder, load_check_model, load_candidate  # noqa: E402
 from veridec.testing.stochastic import MAX_CELLS, homogeneity, samples_for_power  # noqa: E402
 
 ALPHA = 0.01
@@ -63,7 +63,7 @@ def _rejects(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def decoders(repetitions: int, shifted_repetitions: int, samples: int) -> list[str]:
-    model = check_model("tiny-dream")
+    model = load_check_model("tiny-dream")
     table = ["| candidate | case | law | samples per side | repetitions | rejected (99% interval) | predicted | "
              "seconds |",
              "|---|---|---|---|---|---|---|---|"]
@@ -148,17 +148,21 @@ def _drop_crossing(logits: torch.Tensor, top_p: float, top_k: int | None) -> tor
     return torch.softmax(filtered, dim=-1)[0]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "stochastic-calibration.md")
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--shifted-repetitions", type=int, default=50)
     parser.add_argument("--samples", type=int, default=400, help="samples per side in the decoder rows")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     started = time.time()
     lines = ["# Tier S calibration", "",
-             f"`python benchmarks/stochastic_calibration.py` (alpha = {ALPHA}, torch {torch.__version__}, "
+             f"`python -m tools.stochastic_calibration` (alpha = {ALPHA}, torch {torch.__version__}, "
              f"{time.strftime('%Y-%m-%d')}). spec/stochastic.md ST3 predicts the power; rejected = the share of "
              "repetitions whose test fired.", "", "## The statistic alone (synthetic laws over 20 cells)", "",
              *synthetic(args.repetitions, np.random.default_rng(0)), "",

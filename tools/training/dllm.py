@@ -3,8 +3,8 @@
 For each sequence, t ~ U(eps, 1); each token is masked with probability t; the loss is the cross-entropy on
 masked positions weighted by 1/t, summed and divided by B * L (an upper bound on the negative log-likelihood).
 
-    python -m veridec.harness.training.dllm tasks --out veridec/assets/default --steps 8000
-    python -m veridec.harness.training.dllm hmm --out veridec/assets/hmm --steps 3000
+    python -m tools.training.dllm tasks --out veridec/assets/default --steps 8000
+    python -m tools.training.dllm hmm --out veridec/assets/hmm --steps 3000
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from veridec.files import write_text_atomic
 from veridec.models import (BidirectionalTransformer, SpecialTokens, TransformerConfig, char_tokenizer, save_pretrained)
 from veridec.oracles import HMMOracle
 
-from ..arguments import UsageError, check_output_dir, integer
-from ..corpus import ALPHABET, generate_document
+from veridec.harness.arguments import UsageError, check_output_dir, integer
+from veridec.harness.corpus import ALPHABET, generate_document
 
 EPS = 1e-3
 HMM_SYMBOLS = "abcdefgh"
@@ -171,12 +171,17 @@ def train(cfg: TrainConfig, out: Path) -> dict:
     return report
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("world", choices=["tasks", "hmm"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=integer(1), required=True)
     parser.add_argument("--threads", type=integer(1), default=2)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         check_output_dir(args.out, "--out")

@@ -1,4 +1,4 @@
-"""The mutation gate's catalogue: realistic single-point bugs, one small patch each (``veridec.harness.mutation``).
+"""The mutation gate's catalogue: realistic single-point bugs, one small patch each (``tools.mutation``).
 
 Each ``Mutant`` is a one-line (at most a two-line swap) mistake a competent developer could make and a reviewer
 could miss: a comparison's strictness, a constant in a formula, a precision, the order of two operations, a
@@ -643,7 +643,7 @@ MUTANTS: list[Mutant] = [
         "tier A fails a run whose logit error or costs merely equal the baseline's",
         "spec/exactness.md EC3", (CHECK,)),
     Mutant(
-        "nfe-compared-with-full-forwards", "testing/check.py",
+        "nfe-compared-with-full-forwards", "testing/exact.py",
         'if theirs.nfe is not None and theirs.nfe != b["model_calls"]:',
         'if theirs.nfe is not None and theirs.nfe != b["full_forwards"]:',
         "a reported nfe is held against the full forwards instead of the model calls",
@@ -655,7 +655,7 @@ MUTANTS: list[Mutant] = [
         "a threshold drawn at rank r takes the confidence ranked r - 1",
         "spec/exactness.md EC2", (CHECK,)),
     Mutant(
-        "hook-calls-not-compared", "testing/check.py",
+        "hook-calls-not-compared", "testing/exact.py",
         "    if ours.hook_calls != theirs.hook_calls:\n",
         "    if False:\n",
         "the hook call logs of the two sides are never compared",

@@ -14,8 +14,8 @@ hacking) are seen and scored low (measured not to help at this model size: spec/
 sees each example exactly as ``TransformersReward.score_tokens`` presents it (chat template around the
 response's tokens, left padding). Loss: binary cross-entropy of the score (a logit) against the target.
 
-    python -m veridec.harness.training.reward --out veridec/assets/reward --threads 1        # the shipped model
-    python -m veridec.harness.training.reward --out /tmp/guided --init veridec/assets/reward \
+    python -m tools.training.reward --out veridec/assets/reward --threads 1        # the shipped model
+    python -m tools.training.reward --out /tmp/guided --init veridec/assets/reward \
         --guided-examples 1024 --policy-examples 1024 --steps 1500 --lr 1e-3              # a guided round
 """
 
@@ -44,9 +44,9 @@ from veridec.reference.guided import parallel_guided
 from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
-from .. import corpus
-from ..arguments import UsageError, check_output_dir, integer
-from ..workloads import BLOCK, corpus_cases, line_score
+from veridec.harness import corpus
+from veridec.harness.arguments import UsageError, check_output_dir, integer
+from veridec.harness.workloads import BLOCK, corpus_cases, line_score
 
 GEN_LENGTHS = (64, 128)
 POLICY_RULES = ("sequential", "conf-hq", "fastdllm-hq", "eb-hq", "localleap")  # presets, dual cache
@@ -281,7 +281,7 @@ def train(config: RewardTrainConfig, out: Path) -> dict:
     return report
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--threads", type=integer(1), default=2)
@@ -291,6 +291,11 @@ def main(argv=None):
         parser.add_argument("--" + field.replace("_", "-"), type=int, default=getattr(defaults, field))
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--init", type=str, default=None, help="a reward folder to continue training")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         check_output_dir(args.out, "--out")

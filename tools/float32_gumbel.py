@@ -1,7 +1,7 @@
 """The float32 Gumbel-max variant's law, exactly (spec/stochastic.md ST4): how far LLaDA's Gumbel-max computed in
 float32 instead of float64 moves one position's sampled law, and the samples tier S would need to see it.
 
-    python benchmarks/float32_gumbel.py --out benchmarks/float32-gumbel.md   # ~6 min, 1 thread
+    python -m tools.float32_gumbel --out benchmarks/float32-gumbel.md   # ~6 min, 1 thread
 
 LLaDA's proposal is argmax_j exp(l_j) / (-log u_j)^T with u_j ~ U(0, 1) (veridec.rules.common, float64). The
 variant draws u with torch.rand in float32 and computes the scores in float32. torch's CPU float32 uniform takes
@@ -72,18 +72,23 @@ def rows(vocabularies, temperatures) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("float32-gumbel.md"))
+    report = Path(__file__).resolve().parents[1] / "benchmarks" / "float32-gumbel.md"
+    parser.add_argument("--out", type=Path, default=report)
     parser.add_argument("--vocabularies", default="2,4,8")
     parser.add_argument("--temperatures", default="1.0,0.1,0.02")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     if not grid_is_torchs():
         raise SystemExit("torch's float32 uniforms are not on the k 2^-24 grid here: the enumeration does not apply")
     table = rows([int(v) for v in args.vocabularies.split(",")], [float(t) for t in args.temperatures.split(",")])
     report = ["# Gumbel-max in float32: the law it samples, exactly", "",
-              f"`python benchmarks/float32_gumbel.py` (torch {torch.__version__}, CPU); see the module docstring for "
+              f"`python -m tools.float32_gumbel` (torch {torch.__version__}, CPU); see the module docstring for "
               "the method.", "", *table, ""]
     args.out.write_text("\n".join(report))
     print("\n".join(report))

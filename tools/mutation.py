@@ -1,11 +1,11 @@
 """The mutation gate: does the test suite catch realistic single-point bugs? (Not run in CI: about an hour on 2
 cores for the whole catalogue.)
 
-    python -m veridec.harness.mutation                       # every mutant of harness/mutants.py
-    python -m veridec.harness.mutation --only factor-n-instead-of-n-plus-1 --only pmi-sign
-    python -m veridec.harness.mutation --full                # the whole suite for every mutant
-    python -m veridec.harness.mutation --list                # the catalogue
-    python -m veridec.harness.mutation --catalogue my_bugs.py --report my_bugs.md   # your own catalogue
+    python -m tools.mutation                       # every mutant of tools/mutants.py
+    python -m tools.mutation --only factor-n-instead-of-n-plus-1 --only pmi-sign
+    python -m tools.mutation --full                # the whole suite for every mutant
+    python -m tools.mutation --list                # the catalogue
+    python -m tools.mutation --catalogue my_bugs.py --report my_bugs.md   # your own catalogue
 
 For each mutant: copy the repository (its tracked files as they are in the working tree, no .venv, no .git)
 from one snapshot taken at the start into a temporary directory, apply the patch there (``MutationError`` unless
@@ -46,7 +46,7 @@ import tomllib
 
 from veridec.files import write_text_atomic
 
-from .mutants import MUTANTS, Mutant
+from tools.mutants import MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository under test (only read)
 DEFAULT_REPORT = ROOT / "benchmarks" / "mutation.md"
@@ -139,7 +139,7 @@ def module_name(path: str, packages: dict[str, str], repo: Path) -> str | None:
     return ".".join([package, *tail])
 
 
-SITECUSTOMIZE = '''"""Written by veridec.harness.mutation: ``veridec`` and its mapped packages are imported from the
+SITECUSTOMIZE = '''"""Written by tools.mutation: ``veridec`` and its mapped packages are imported from the
 copy below, not from the editable install of the main tree (whose finder, appended to sys.meta_path, maps
 veridec.reference etc. to the main tree whatever PYTHONPATH says)."""
 
@@ -171,7 +171,7 @@ class CopyFinder:
 sys.meta_path.insert(0, CopyFinder)
 '''
 
-PROBE_PLUGIN = '''"""Written by veridec.harness.mutation: a pytest plugin proving that the copy's code is what runs, and
+PROBE_PLUGIN = '''"""Written by tools.mutation: a pytest plugin proving that the copy's code is what runs, and
 recording the first failure and the test running now (for timeouts) in MUTATION_PROBE (JSON)."""
 
 import importlib
@@ -463,7 +463,7 @@ def render(results: list[Result], header: dict, done: bool) -> str:
              f"`{header['command']}` ({'finished' if done else 'in progress'}), {header['started']} UTC, commit "
              f"{header['commit']} plus the working tree's changes ({header['files']} {header['which']} files, "
              f"copied once at the start), Python {header['python']}, {header['machine']}.", "",
-             f"Catalogue: {header['catalogue']} mutants (`{header.get('catalogue_file', 'harness/mutants.py')}`); "
+             f"Catalogue: {header['catalogue']} mutants (`{header.get('catalogue_file', 'tools/mutants.py')}`); "
              f"this run: {n}"
              + (f" (`--only`: {header['only']})" if header["only"] else "") + ". "
              + ("Every mutant runs the whole suite (`--full`)." if header["full"] else
@@ -497,7 +497,7 @@ def render(results: list[Result], header: dict, done: bool) -> str:
 
 # ------------------------------------------------------------------------------------------------- main
 def load_catalogue(path: str | None) -> list[Mutant]:
-    """harness/mutants.py's MUTANTS, or the ``MUTANTS`` list (of ``Mutant``) a Python file defines."""
+    """tools/mutants.py's MUTANTS, or the ``MUTANTS`` list (of ``Mutant``) a Python file defines."""
     if path is None:
         return list(MUTANTS)
     spec = importlib.util.spec_from_file_location("user_catalogue", path)
@@ -508,7 +508,7 @@ def load_catalogue(path: str | None) -> list[Mutant]:
     found = getattr(module, "MUTANTS", None)
     if not isinstance(found, list) or not all(isinstance(m, Mutant) for m in found) or not found:
         raise SystemExit(f"--catalogue {path}: it must define MUTANTS, a non-empty list of "
-                         "veridec.harness.mutants.Mutant")
+                         "tools.mutants.Mutant")
     names = [m.name for m in found]
     if len(set(names)) != len(names):
         raise SystemExit(f"--catalogue {path}: mutant names repeat")
@@ -557,8 +557,8 @@ def default_report(args) -> Path:
     return Path(tempfile.gettempdir()) / f"veridec-mutation-{Path(args.catalogue or 'mutants').stem}.md"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m veridec.harness.mutation", description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="run only these mutants (repeat or comma-separate)")
     parser.add_argument("--full", action="store_true", help="run the whole suite for every mutant")
@@ -568,14 +568,18 @@ def main(argv: list[str] | None = None) -> int:
                              "overwrites the committed report)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
-    parser.add_argument("--catalogue", help="a Python file defining MUTANTS (default: harness/mutants.py)")
+    parser.add_argument("--catalogue", help="a Python file defining MUTANTS (default: tools/mutants.py)")
     parser.add_argument("--timeout", type=float, default=RELATED_TIMEOUT, help="seconds per related-tests run")
     parser.add_argument("--suite-timeout", type=float, default=SUITE_TIMEOUT, help="seconds per whole-suite run")
     parser.add_argument("--untracked", action="store_true", help="copy untracked, not ignored files too")
     parser.add_argument("--no-verify", action="store_true", help="do not rerun killing tests on an unmutated copy")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
     parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     catalogue = load_catalogue(args.catalogue)
     mutants = select(args.only, catalogue)
     if args.list:
@@ -586,16 +590,33 @@ def main(argv: list[str] | None = None) -> int:
         raise MutationError("original texts not found exactly once in the working tree: "
                             + ", ".join(f"{name} ({count}x)" for name, count in broken))
     files = repository_files(ROOT, args.untracked)
-    work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
-    header = {"command": "python -m veridec.harness.mutation " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "commit": _commit(ROOT),
-              "files": len(files), "which": "tracked and untracked" if args.untracked else "tracked",
-              "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
-              "catalogue": len(catalogue), "catalogue_file": args.catalogue or "harness/mutants.py",
-              "only": ", ".join(m.name for m in mutants) if args.only else "",
-              "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
-              "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
+    header = run_header(args, argv, files, catalogue, mutants)
     report = Path(args.report) if args.report else default_report(args)
+    results = run_all(mutants, files, args, header, report)
+    if args.json:
+        write_text_atomic(args.json, json.dumps({"header": header, "summary": summary(results),
+                                               "results": [r.to_dict() for r in results]}, indent=1))
+    s = summary(results)
+    print(f"killed {s['killed']} / {s['total']} (by pytest alone {s['by_pytest']}, timeouts {s['timeouts']}); "
+          f"survived {len(s['survived'])}; report {report}")
+    return 0
+
+
+def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> dict:
+    """What the report says of the run: command, time, commit, files copied, machine and settings."""
+    return {"command": "python -m tools.mutation " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "commit": _commit(ROOT),
+            "files": len(files), "which": "tracked and untracked" if args.untracked else "tracked",
+            "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
+            "catalogue": len(catalogue), "catalogue_file": args.catalogue or "tools/mutants.py",
+            "only": ", ".join(m.name for m in mutants) if args.only else "",
+            "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
+            "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
+
+
+def run_all(mutants: list, files: list[str], args, header: dict, report: Path) -> list[Result]:
+    """Every mutant on its own copy of one snapshot of the tree; the report rewritten after each."""
+    work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
     results: list[Result] = []
     try:
         snapshot = work / "snapshot"
@@ -616,13 +637,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"copies and logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        write_text_atomic(args.json, json.dumps({"header": header, "summary": summary(results),
-                                               "results": [r.to_dict() for r in results]}, indent=1))
-    s = summary(results)
-    print(f"killed {s['killed']} / {s['total']} (by pytest alone {s['by_pytest']}, timeouts {s['timeouts']}); "
-          f"survived {len(s['survived'])}; report {report}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":

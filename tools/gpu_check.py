@@ -1,7 +1,7 @@
 """The device check: Tier E decoder identities on a device, then per-forward costs of a full-size shape.
 
-    python -m veridec.harness.gpu_check --device cuda --out results/gpu   # on a GPU machine (~3 minutes)
-    python -m veridec.harness.gpu_check --device cpu --shape tiny          # the same script, CPU-sized
+    python -m tools.gpu_check --device cuda --out results/gpu   # on a GPU machine (~3 minutes)
+    python -m tools.gpu_check --device cpu --shape tiny          # the same script, CPU-sized
 
 1. Tier E on the device (float64 tiny models, LLaDA and Dream layouts, every preset): optimized without cache
    == reference (commit order and canvas); one-layer prefix/dual caches == reference; padded batch == rows.
@@ -51,7 +51,7 @@ from veridec.reference.parallel import decode as reference
 from veridec.rules.parallel import LocalLeap, Threshold, TopK
 from veridec.rules.presets import PRESETS
 
-from .workloads import BLOCK
+from veridec.harness.workloads import BLOCK
 
 SHAPES = {
     "llada-8b": dict(vocab_size=126464, hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=32,
@@ -165,13 +165,13 @@ def bf16_rounding(device: torch.device, shape: str, length: int = 512) -> dict:
 def foreign_decoders(device: torch.device) -> dict[str, bool] | str:
     """EC1 / ST2 on the device with the examples of a checkout: each entry True when the check says what it
     must (pass or catch); a string when there are no examples (an installed package)."""
-    from veridec.testing import check_decoder, check_model, load_candidate  # the top floor, imported on demand
+    from veridec.testing import check_decoder, load_check_model, load_candidate  # the top floor, imported on demand
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     if not (examples / "dream_sampler.py").exists():
         return f"skipped: no examples/ beside the package ({examples})"
     load = lambda name: load_candidate(f"{examples}/{name}")
-    llada, dream = check_model("tiny-llada", device), check_model("tiny-dream", device)
+    llada, dream = load_check_model("tiny-llada", device), load_check_model("tiny-dream", device)
     dual = dict(against="fastdllm", cache="dual", model=llada, max_examples=30)
     one_token = {"max_new_tokens": 1, "steps": 1, "alg": "origin", "temperature": 0.7, "top_k": 5}
     return {
@@ -275,7 +275,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="llada-8b")
@@ -286,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write gpu_check.json here")
     parser.add_argument("--compile", default=None, choices=["default", "reduce-overhead"],
                         help="also time the dual block step under torch.compile(fullgraph=True, mode=...)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     device = torch.device(args.device)
     exact = {**tier_e(device), **tier_e_speculative(device), **tier_e_fastguide(device)}
     foreign = foreign_decoders(device)

@@ -1,0 +1,156 @@
+"""Tiers E and A, one case: both sides run on the case, then tokens, commit order (reconstructed from the recorded
+calls), counters (model calls, full forwards, query positions; spec N8), a reported ``nfe`` and Dream's hook calls
+are compared. A divergence is excused only as a numeric tie: its decision margin is at most the setup's
+``numeric_error`` (0 by default: the candidate's forwards are the target's own, so exact ties are decided by the
+lowest-index rule, spec SQ0.4). ``case_metrics`` are tier A's measures over the cases run (spec EC3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from veridec.canvas import initial_canvas
+from veridec.compare import Divergence, compare_traces, token_match_rate
+
+from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
+
+COST_FIELDS = ("model_calls", "full_forwards", "query_positions")  # the counters both sides are held to (N8)
+
+@dataclass
+class CaseOutcome:
+    case: dict
+    verdict: str  # "exact" | "tie" | "diverged" | "skipped"
+    problems: list[str] = field(default_factory=list)
+    divergence: Divergence | None = None
+    diagnosis: dict = field(default_factory=dict)
+    target: Side = field(default_factory=Side)
+    candidate: Side = field(default_factory=Side)
+    token_match: float | None = None
+    commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "diverged"
+
+
+def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
+    """Run both sides on ``case`` and compare them (see the module docstring); with ``setup.measure_logits``
+    also the candidate's logit error (tier A)."""
+    model = setup.model
+    prompt, mask = case_tensors(case, model)
+    try:
+        case = resolve_case(case, model, prompt, mask)
+    except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
+        return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
+    ours = run_target(setup, prompt, mask, case)
+    if ours.error is not None:
+        return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
+    limit = 2 * ours.counters.model_calls + CALL_SLACK
+    theirs = run_candidate(setup, prompt, mask, case, limit, setup.measure_logits)
+    outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
+    _compare(outcome, model, prompt, mask, setup.numeric_error)
+    return outcome
+
+
+def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
+    ours, theirs, problems = outcome.target, outcome.candidate, outcome.problems
+    prompt_length = prompt.shape[1]
+    if theirs.error is not None:
+        problems.append(f"the candidate failed: {theirs.error}")
+        outcome.verdict = "diverged"
+        return
+    canvas = full_canvas(theirs.canvas, ours.canvas)
+    if canvas is None:
+        problems.append(f"the candidate returned shape {tuple(theirs.canvas.shape)}, the target "
+                        f"{tuple(ours.canvas.shape)}")
+        outcome.verdict = "diverged"
+        return
+    theirs.canvas = canvas
+    outcome.token_match = token_match_rate(ours.canvas.cpu(), canvas.cpu(), prompt_length)
+    tie = False
+    if theirs.trace is not None and ours.trace is not None:
+        comparison = compare_traces(ours.trace, theirs.trace, numeric_error=numeric_error)
+        divergence = comparison.first_divergence
+        outcome.commit_order_match = comparison.commit_order_match_rate
+        if divergence is not None:
+            tie = divergence.tie and numeric_error > 0
+            outcome.divergence = divergence
+            outcome.diagnosis = diagnose(model, ours, divergence, prompt, mask)
+            if not tie:
+                problems.append(f"commit order differs from step {divergence.step} (row {divergence.row}, "
+                                f"position {divergence.position})")
+    if not tie and not torch.equal(canvas.cpu(), ours.canvas.cpu()):
+        row, position = (canvas.cpu() != ours.canvas.cpu()).nonzero()[0].tolist()
+        problems.append(f"tokens differ (first at row {row}, position {position}: target "
+                        f"{int(ours.canvas[row, position])}, candidate {int(canvas[row, position])}; token match "
+                        f"{outcome.token_match:.3f})")
+    _compare_costs(ours, theirs, problems)
+    if ours.hook_calls != theirs.hook_calls:
+        problems.append(f"Dream's hooks were called differently: target {_hook_steps(ours)}, candidate "
+                        f"{_hook_steps(theirs)}")
+    outcome.verdict = "diverged" if problems else ("tie" if tie else "exact")
+
+
+def _hook_steps(side: Side) -> str:
+    """The hook calls as ``tokens@None logits@0 tokens@0 ...`` (at most 12)."""
+    calls = [f"{name.split('_')[1]}@{step}" for name, step, _ in side.hook_calls]
+    return " ".join(calls[:12]) + (f" ... ({len(calls)} calls)" if len(calls) > 12 else "")
+
+
+def _compare_costs(ours: Side, theirs: Side, problems: list[str]) -> None:
+    a = {name: getattr(ours.counters, name) for name in COST_FIELDS}
+    b = {name: getattr(theirs.counters, name) for name in COST_FIELDS}
+    if a != b:
+        problems.append(f"counters differ (spec N8): target {a}, candidate {b}")
+    if theirs.nfe is not None and theirs.nfe != b["model_calls"]:
+        problems.append(f"the candidate reports nfe={theirs.nfe} but made {b['model_calls']} model calls")
+
+
+def diagnose(model, ours: Side, divergence: Divergence, prompt, mask) -> dict:
+    """What decided the first divergent step, as a full forward of the canvas before it sees it: each side's
+    token at the position with its probability, and the logit margin (top1 - top2) there."""
+    step = divergence.step
+    length = ours.canvas.shape[1]
+    _, full_mask = initial_canvas(model, prompt, mask, length - prompt.shape[1], model.special.mask_id)
+    canvas = _canvas_before(ours.canvas, ours.trace, step, model.special.mask_id).to(model.device)  # [B, L]
+    with torch.no_grad():
+        logits = model(canvas, attention_mask=full_mask).logits[divergence.row, divergence.position].double().cpu()
+    probabilities = logits.softmax(-1)
+    top = logits.topk(2).values
+    token = lambda t: None if t is None else {"token": t, "probability": probabilities[t].item()}
+    return {"step": step, "row": divergence.row, "position": divergence.position, "kind": divergence.kind,
+            "target": token(divergence.token_a), "candidate": token(divergence.token_b),
+            "logit_margin": (top[0] - top[1]).item(),
+            "decision_margin": None if math.isnan(divergence.margin) else divergence.margin}
+
+
+def _canvas_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch.Tensor:
+    """The final canvas [B, L] with every commit of ``step`` and later masked again."""
+    canvas = final.detach().cpu().clone()
+    for record in trace.steps[step:]:
+        for row, positions in enumerate(record.positions):
+            canvas[row, positions] = mask_id
+    return canvas
+
+
+LOWER_IS_WORSE = ("exact_rate", "mean_token_match", "commit_order_match")
+HIGHER_IS_WORSE = ("max_logit_error", *(f"candidate_{name}" for name in COST_FIELDS))
+
+
+def case_metrics(outcomes: list[CaseOutcome]) -> dict:
+    """Tier A's measures over the cases run (spec EC3): the share exact (or a numeric tie), the mean token match,
+    the mean commit-order match (share of rows), the largest logit error of the candidate's cached calls against
+    full forwards (None: it made none, or it was not measured), and each side's mean counters (N8)."""
+    mean = lambda values: sum(values) / len(values) if values else None
+    orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
+    errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
+    metrics = {"cases": len(outcomes), "exact_rate": mean([o.verdict in ("exact", "tie") for o in outcomes]),
+               "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
+               "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None)}
+    for side in ("target", "candidate"):
+        counters = [getattr(o, side).counters for o in outcomes if getattr(o, side).counters is not None]
+        metrics.update({f"{side}_{name}": mean([getattr(c, name) for c in counters]) for name in COST_FIELDS})
+    return metrics
