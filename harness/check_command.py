@@ -11,6 +11,7 @@ from veridec.adapters import CONVENTIONS
 from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
+from veridec.testing.models import MODEL_NAMES
 
 from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
 
@@ -23,8 +24,8 @@ def add_parser(commands) -> None:
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
     chk.add_argument("--model", default=None,
-                     help="default | hmm | tiny-llada | tiny-dream | a model folder (default: default, or tiny-dream "
-                          "for dream)")
+                     help=" | ".join(MODEL_NAMES) + " | a model folder (default: default, or tiny-dream for dream; "
+                          "the oracles serve tier S against exact laws)")
     chk.add_argument("--trials", type=integer(1, 100_000), default=None,
                      help="cases to draw (default: the tier's, " + ", ".join(
                          f"{t.letter} {t.default_cases}" for t in TIERS.values()) + ")")

@@ -300,7 +300,7 @@ def test_recording_places_a_prompt_mask_at_the_refresh_that_decided_it():
 
 # ------------------------------------------------------------------ the pytest plugin
 def test_the_plugin_checks_a_decoder_in_five_lines(veridec_check, tiny_llada, adapt):
-    """What a user writes (README, "Verify your own decoder"); the fixtures come from the pytest11 entry point."""
+    """What a user writes (docs/checking.md, the pytest plugin); the fixtures come from the pytest11 entry point."""
     generate = load_candidate(f"{EXAMPLE}:generate")
     veridec_check(generate, against="fastdllm", cache="dual", model=tiny_llada, max_examples=20)
     assert adapt(tiny_llada, "fastdllm").config.mask_token_id == tiny_llada.special.mask_id
