@@ -47,11 +47,12 @@ import veridec.reference.parallel as reference_module
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from oracles import parallel as O
+from oracles.bridge import Draws, ListPredictor, close, oracle_callable, production_rule, t64
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.reference.parallel import decode as reference_decode
 
 from veridec.models import random_model
-from veridec.models.interface import PredictorOutput, SpecialTokens
+from veridec.models.interface import PredictorOutput
 from veridec.models.tiny import never_predicts_mask
 from veridec.oracles import HMMOracle
 from veridec.rules.common import propose, stable_ranking
@@ -79,38 +80,10 @@ NEG_INF = -math.inf
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def production_rule(rule: dict):
-    """The production rule object for an oracle rule dict (defaults filled by the oracle's make_rule)."""
-    r = O.make_rule(rule)
-    name = r["rule"]
-    if name == "topk":
-        return TopK(r["k"])
-    if name == "threshold":
-        return Threshold(r["threshold"], inclusive=r["inclusive"], certified=r["certified"])
-    if name == "factor":
-        return Factor(r["factor"], inclusive=r["inclusive"], last_rank=r["last_rank"])
-    if name == "quota":
-        return Quota(r["steps_per_block"])
-    if name == "localleap":
-        return LocalLeap(kappa=r["kappa"], radius=r["radius"], tau=r["tau"], inclusive=r["inclusive"],
-                         certified=r["certified"])
-    if name == "eb":
-        return EntropyBounded(r["gamma"])
-    if name == "klass":
-        return KLASS(confidence=r["confidence"], kl_threshold=r["kl_threshold"], history=r["history"])
-    if name == "dapd":
-        return DAPD(scale=r["scale"], tau_min=r["tau_min"], tau_max=r["tau_max"], top_layers=r["top_layers"],
-                    late_confidence=r["late_confidence"])
-    raise AssertionError(name)
-
-
-def close(a, b, rel=1e-12, abs_tol=1e-14) -> bool:
-    """Equal floats up to rounding (the oracle sums with math.fsum, production with torch reductions)."""
-    if a == b:
-        return True
-    if any(math.isinf(v) or math.isnan(v) for v in (a, b)):
-        return False
-    return abs(a - b) <= rel * max(abs(a), abs(b)) + abs_tol
+# The oracle sums with math.fsum (correctly rounded), production with torch's float64 reductions: the same value up
+# to a few ulps of the largest term. 1e-12 relative (about 4500 float64 ulps) with 1e-14 absolute (for values that
+# round to 0) is a fixed multiple of float64's eps at the values' scale (probabilities, entropies, logits <= ~40).
+FSUM = dict(rel=1e-12, abs_tol=1e-14)
 
 
 def uniforms(seed: int, batch: int, width: int, vocab: int, temperature: float, remasking: str):
@@ -262,7 +235,7 @@ def agreed_scores(case: Case, production_scores: torch.Tensor, oracle_scores: li
         positions = [i for i, c in enumerate(row) if c]
         prod = production_scores[b].tolist()
         for i in positions:
-            assert close(prod[i], oracle_scores[b][i]), (b, i, prod[i], oracle_scores[b][i])
+            assert close(prod[i], oracle_scores[b][i], **FSUM), (b, i, prod[i], oracle_scores[b][i])
             if prod[i] == oracle_scores[b][i]:
                 out.append(prod[i])
         assume(same_order_relation(prod, oracle_scores[b], positions))
@@ -283,19 +256,21 @@ def assert_step_agrees(res, det: dict, case: Case, offset: int = 0, rows: list[i
         for i in cands:  # P1.1-2: proposal, confidence, choice logit, p(x̂)
             tok = det["proposal"][j][i]
             assert int(tokens[b, i]) == tok, ("proposal", b, i)
-            assert close(float(res.view.confidence[b, i]), det["confidence"][j][i]), ("confidence", b, i)
-            assert close(float(res.view.token_probs[b, i]), det["p"][j][i][tok]), ("p(x̂)", b, i)
-            assert close(float(res.choice_logits[b, i, tok]), det["choice_logits"][j][i]), ("choice logit", b, i)
-            assert close(float(res.confidence[b, i]), det["order_scores"][j][i]), ("ranking score", b, i)
+            assert close(float(res.view.confidence[b, i]), det["confidence"][j][i], **FSUM), ("confidence", b, i)
+            assert close(float(res.view.token_probs[b, i]), det["p"][j][i][tok], **FSUM), ("p(x̂)", b, i)
+            assert close(float(res.choice_logits[b, i, tok]), det["choice_logits"][j][i], **FSUM), \
+                ("choice logit", b, i)
+            assert close(float(res.confidence[b, i]), det["order_scores"][j][i], **FSUM), ("ranking score", b, i)
         assert res.view.ranking[b, :len(cands)].tolist() == det["ranking"][j], ("ranking", b)  # P1.3
         assert res.order[b] == det["selected"][j], ("commit order", b)  # P1.4-5
         assert res.x[b].tolist() == det["canvas"][j], ("canvas", b)
         commits = det["commits"][j]
         assert recorded.positions[b] == [p for p, _, _ in commits], ("trace positions", b)
         assert recorded.tokens[b] == [t for _, t, _ in commits], ("trace tokens", b)
-        assert all(close(c, s) for c, (_, _, s) in zip(recorded.confidences[b], commits)), ("trace scores", b)
-        if det["gap"][j] is not None:  # SQ0.1 selection gap (A15: the oracle leaves an empty step's gap open)
-            assert close(recorded.selection_gaps[b], det["gap"][j]), ("gap", b, recorded.selection_gaps[b],
+        assert all(close(c, s, **FSUM) for c, (_, _, s) in zip(recorded.confidences[b], commits)), \
+            ("trace scores", b)
+        if det["gap"][j] is not None:  # SQ0.1 selection gap (the oracle leaves an empty step's gap open)
+            assert close(recorded.selection_gaps[b], det["gap"][j], **FSUM), ("gap", b, recorded.selection_gaps[b],
                                                                       det["gap"][j])
 
 
@@ -589,7 +564,7 @@ def test_klass_runs_sharing_one_state_match_the_oracle(run, data):
         for b in range(batch):  # p_{t-1}, the distribution each position's next KL compares with
             for i in range(length):
                 if state_o["seen"][b][i]:
-                    assert all(close(x, y) for x, y in zip(state_p["probs"][b, i].tolist(), state_o["prev"][b][i])), \
+                    assert close(state_p["probs"][b, i].tolist(), state_o["prev"][b][i], **FSUM), \
                         ("previous distribution", t, b, i)
             canvas[b][s["offset"]:s["offset"] + width] = res.x[b].tolist()
 
@@ -646,7 +621,7 @@ def test_dapd_dependency_matches_the_oracle(data, batch, heads, length, num_laye
     for b in range(batch):
         for i in range(length):
             for k in range(length):
-                assert close(got[b][i][k], want[b][i][k]), (b, i, k, got[b][i][k], want[b][i][k])
+                assert close(got[b][i][k], want[b][i][k], **FSUM), (b, i, k, got[b][i][k], want[b][i][k])
 
 
 # ----------------------------------------------------------------------------------- the factor level
@@ -680,36 +655,6 @@ class Sharpened:
     __call__ = forward
 
 
-class ListModel:
-    """A production mask predictor around an oracle-style model: callable(canvas lists, attention lists) ->
-    logits lists (the oracle's toy models)."""
-
-    logit_shift = 0
-    device = torch.device("cpu")
-
-    def __init__(self, fn, vocab_size: int, mask_id: int, max_length: int = 64):
-        self.fn, self.vocab_size, self.max_length = fn, vocab_size, max_length
-        self.special = SpecialTokens(mask_id=mask_id)
-
-    def __call__(self, x, attention_mask=None):
-        am = [[1] * x.shape[1] for _ in range(x.shape[0])] if attention_mask is None else attention_mask.tolist()
-        return PredictorOutput(torch.tensor(self.fn(x.tolist(), am), dtype=torch.float64))
-
-
-def as_oracle_model(model, padded: bool, attention: bool):
-    """The production model as the oracle decoder's callable, called exactly as production calls it."""
-
-    def call(canvas, attention_mask):
-        x = torch.tensor(canvas, dtype=torch.long)
-        mask = torch.tensor(attention_mask, dtype=torch.long) if padded else None
-        if not attention:
-            return model(x, attention_mask=mask).logits.double().tolist()
-        out = model(x, attention_mask=mask, output_attentions=True)
-        return out.logits.double().tolist(), [a.double().tolist() for a in out.attentions]
-
-    return call
-
-
 def production_trace(trace) -> list:
     return [[[(p, t, c) for p, t, c in zip(s.positions[b], s.tokens[b], s.confidences[b])]
              for b in range(trace.batch_size)] for s in trace.steps]
@@ -721,7 +666,7 @@ def assert_same_decode(decoded, canvas, trace, counters) -> None:
     for t, (a, b) in enumerate(zip(got, trace)):
         for row, (ra, rb) in enumerate(zip(a, b)):
             assert [(p, k) for p, k, _ in ra] == [(p, k) for p, k, _ in rb], ("step", t, "row", row, ra, rb)
-            assert all(close(x, y) for (_, _, x), (_, _, y) in zip(ra, rb)), ("scores", t, row, ra, rb)
+            assert all(close(x, y, **FSUM) for (_, _, x), (_, _, y) in zip(ra, rb)), ("scores", t, row, ra, rb)
     assert decoded.canvas.tolist() == canvas
     assert decoded.trace.counters.full_forwards == counters["full_forwards"]
     assert decoded.trace.counters.query_positions == counters["query_positions"]
@@ -822,7 +767,7 @@ def test_reference_decode_matches_the_oracle_decoder(name, model_kind, seed, len
 
     def run_oracle():
         return O.decode_reference(
-            as_oracle_model(model, attention is not None, name.startswith("dapd")), prompt.tolist(), rule=rule,
+            oracle_callable(model, attention is not None, name.startswith("dapd")), prompt.tolist(), rule=rule,
             mask_id=mask_id, attention_mask=None if attention is None else attention.tolist(), draw=oracle_draw(seed),
             logit_shift=model.logit_shift, **kw)
 
@@ -857,7 +802,7 @@ def test_dapd_decodes_match_the_oracle_decoder(family, seed, lengths, blocks, bl
     kw = dict(gen_length=blocks * block_length, block_length=block_length)
     assert_decode_matches(
         reference_decode(model, prompt, attention, rule=production_rule(rule), **kw),
-        lambda: O.decode_reference(as_oracle_model(model, attention is not None, True), prompt.tolist(), rule=rule,
+        lambda: O.decode_reference(oracle_callable(model, attention is not None, True), prompt.tolist(), rule=rule,
                                    mask_id=mask_id, attention_mask=None if attention is None else attention.tolist(),
                                    logit_shift=model.logit_shift, **kw))
 
@@ -869,7 +814,7 @@ def test_dapd_dream_query_of_the_first_real_token():
     prompt[0, 2] = mask_id  # the first real token of the padded row is a mask, a candidate of the first step
     assert attention[0].tolist() == [0, 0, 1, 1]
     rule, kw = O.preset("dapd-hq"), dict(gen_length=4, block_length=2)
-    canvas, trace, counters = O.decode_reference(as_oracle_model(model, True, True), prompt.tolist(), rule=rule,
+    canvas, trace, counters = O.decode_reference(oracle_callable(model, True, True), prompt.tolist(), rule=rule,
                                                  mask_id=mask_id, attention_mask=attention.tolist(), logit_shift=1,
                                                  **kw)
     assert_same_decode(reference_decode(model, prompt, attention, rule=production_rule(rule), **kw), canvas, trace,
@@ -904,7 +849,7 @@ def test_left_padded_batch_rows_equal_the_oracle_decoding_each_row_alone(name, m
             assert [s for s in got if s] == [s for s in want if s]
 
         assert_decode_matches(batch, lambda alone=alone: O.decode_reference(
-            as_oracle_model(model, False, name.startswith("dapd")), alone.tolist(), rule=rule, mask_id=mask_id,
+            oracle_callable(model, False, name.startswith("dapd")), alone.tolist(), rule=rule, mask_id=mask_id,
             logit_shift=model.logit_shift, **kw), compare)
 
 
@@ -924,7 +869,7 @@ def mask_first_model(wasted: int, vocab: int = 3):
 
 def block_budgets_used_up(decoded, prompt, mask_id: int, block_length: int, steps_per_block: int) -> list[bool]:
     """Per block of a production decode: whether it took exactly one step more than its stall budget (masks before
-    the block's end at its start, + steps_per_block for Quota), the one step more the oracle does not allow (A11)."""
+    the block's end at its start, + steps_per_block for Quota), the one step more the oracle does not allow."""
     x = torch.cat([prompt, torch.full((prompt.shape[0], decoded.canvas.shape[1] - prompt.shape[1]), mask_id)], 1)
     out = []
     for block in sorted({s.block for s in decoded.trace.steps}):
@@ -956,12 +901,12 @@ def test_mask_proposals_stay_masked_and_the_block_goes_on(wasted, rule, batch, b
     except RuntimeError:
         canvas = None
     try:
-        decoded = reference_decode(ListModel(mask_first_model(wasted), 3, 2), prompt, rule=production_rule(rule),
+        decoded = reference_decode(ListPredictor(mask_first_model(wasted), 3, 2), prompt, rule=production_rule(rule),
                                    **kw)
     except RuntimeError as error:
         assert canvas is None, error
         return
-    if canvas is None:  # the oracle stalls one step earlier (A11, test_stall_budget_allows_the_step_that_finishes)
+    if canvas is None:  # the oracle stalls one step earlier (test_stall_budget_allows_the_step_that_finishes)
         spb = rule.get("steps_per_block", 0)
         assert any(block_budgets_used_up(decoded, prompt, 2, block_length, spb))
         return
@@ -976,7 +921,7 @@ def test_stall_budget_allows_the_step_that_finishes(wasted, stalls):
     outcomes = []
     for run in (lambda: O.decode_reference(mask_first_model(wasted), prompt, rule={"rule": "topk", "k": 1},
                                            mask_id=2, **kw),
-                lambda: reference_decode(ListModel(mask_first_model(wasted), 3, 2), torch.tensor(prompt),
+                lambda: reference_decode(ListPredictor(mask_first_model(wasted), 3, 2), torch.tensor(prompt),
                                          rule=TopK(1), **kw)):
         try:
             run()
@@ -988,11 +933,11 @@ def test_stall_budget_allows_the_step_that_finishes(wasted, stalls):
 
 
 def test_batch_row_with_a_prompt_mask_equals_the_row_alone():
-    """P12 (oracle A2): a row whose block is done takes no step while the batch decodes the others' blocks, so its
+    """P12: a row whose block is done takes no step while the batch decodes the others' blocks, so its
     prompt mask is filled as it would be alone (it was not: the known batch bug, fixed in reference/ and
     optimized/parallel.py)."""
     prompts, rule = [[2, 1], [0, 0]], {"rule": "threshold", "threshold": 0.9}
-    model = ListModel(O._TOY_MODELS["prompt_mask"], 3, 2)
+    model = ListPredictor(O._TOY_MODELS["prompt_mask"], 3, 2)
     alone, _, _ = O.decode_reference(O._TOY_MODELS["prompt_mask"], prompts[:1], rule=rule, gen_length=2,
                                      block_length=2, mask_id=2)
     for decode in DECODERS:
@@ -1001,11 +946,11 @@ def test_batch_row_with_a_prompt_mask_equals_the_row_alone():
 
 
 def test_batch_row_klass_history_equals_the_row_alone():
-    """P12 (oracle A2): a row whose block is done takes no step, so KLASS's history gets no observation from the
+    """P12: a row whose block is done takes no step, so KLASS's history gets no observation from the
     forwards the batch takes for other rows (it did: the known batch bug, fixed in KLASS._update)."""
     prompts = [[1, 1], [2, 0]]
     rule = {"rule": "klass", "confidence": 0.5, "kl_threshold": 0.1, "history": 3}
-    model = ListModel(O._TOY_MODELS["klass_history"], 3, 2)
+    model = ListPredictor(O._TOY_MODELS["klass_history"], 3, 2)
     _, alone, _ = O.decode_reference(O._TOY_MODELS["klass_history"], prompts[:1], rule=rule, gen_length=4,
                                      block_length=2, mask_id=2)
     for decode in DECODERS:
@@ -1022,51 +967,34 @@ NOT_PRODUCTION = {  # examples production is not held to
 EXAMPLES = {e["name"]: e for e in O.worked_examples()}
 
 
-class ScriptedRand:
-    """Stands in for torch.rand inside one production step: returns the example's uniforms, checking the shape
-    and dtype production asks for (float64 Gumbel [B, W, V], then float32 remasking [B, W])."""
-
-    def __init__(self, gumbel, remask):
-        self.queue = []
-        if gumbel is not None:
-            self.queue.append(torch.tensor(gumbel, dtype=torch.float64))
-        if remask is not None:
-            self.queue.append(torch.tensor(remask, dtype=torch.float32))
-
-    def __call__(self, *size, dtype=None, device=None, generator=None, **kw):
-        shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
-        assert self.queue, "an unexpected draw"
-        value = self.queue.pop(0)
-        assert tuple(value.shape) == shape and (dtype or torch.get_default_dtype()) == value.dtype, (shape, dtype)
-        return value.clone()
-
-
 def commits_of(res, offset=0, mask_id=None) -> list:
     return [[[p + offset, int(res.x[b, p]), float(res.confidence[b, p])] for p in order
              if mask_id is None or int(res.x[b, p]) != mask_id] for b, order in enumerate(res.order)]
 
 
-def run_example_step(monkeypatch, args: dict, state=None) -> list:
+def run_example_step(args: dict, state=None) -> list:
     args = dict(args)
     rule = production_rule(args.pop("rule"))
-    logits = torch.tensor(args.pop("logits"), dtype=torch.float64)
+    logits = t64(args.pop("logits"))
     canvas, candidates = torch.tensor(args.pop("canvas")), torch.tensor(args.pop("candidates"))
-    scripted = ScriptedRand(args.pop("gumbel_uniforms", None), args.pop("remask_uniforms", None))
+    # the example's uniforms stand in for torch.rand inside the step, in production's order and dtypes (float64
+    # Gumbel [B, W, V], then float32 remasking [B, W]); every one must be drawn
+    gumbel, remask = args.pop("gumbel_uniforms", None), args.pop("remask_uniforms", None)
+    script = [t64(gumbel)] if gumbel is not None else []
+    script += [torch.tensor(remask, dtype=torch.float32)] if remask is not None else []
     fields = {k: args.pop(k) for k in ("temperature", "remasking") if k in args}
     view = {}
     for key, value in args.items():
         if key in ("block_masks", "block_masks_at_start"):
             value = torch.tensor(value)
         elif key == "dependency":
-            value = torch.tensor(value, dtype=torch.float64)
+            value = t64(value)
         view[key] = value
     mask_id = view.pop("mask_id", None)
     if state is not None:
         view["state"] = state
-    with monkeypatch.context() as m:
-        m.setattr(torch, "rand", scripted)
+    with Draws(script).active():
         res = parallel_step(rule, logits, canvas, candidates, **fields, **view)
-    assert not scripted.queue, "uniforms the step did not draw"
     return commits_of(res, view.get("offset", 0), mask_id)
 
 
@@ -1096,11 +1024,11 @@ def replay_on_production(example: dict, monkeypatch):
         h = args["sorted_entropies"]
         return int(FixedEntropy(args["gamma"], [h]).select(count_view([0.5] * len(h))).sum())
     if fn == "step":
-        return run_example_step(monkeypatch, args)
+        return run_example_step(args)
     if fn == "run_steps":
         rule = production_rule(args["rule"])
         state = new_state(rule, args["batch"], args["length"], "cpu")
-        return [run_example_step(monkeypatch, {"rule": args["rule"], **s}, state) for s in args["steps"]]
+        return [run_example_step({"rule": args["rule"], **s}, state) for s in args["steps"]]
     if fn == "dapd_dependency":
         attentions = [torch.tensor(layer, dtype=torch.float64) for layer in args["attentions"]]
         rows = torch.tensor(args["query_of_token"])
@@ -1135,7 +1063,7 @@ def replay_on_production(example: dict, monkeypatch):
                 out.append("ValueError")
         return out
     if fn == "toy_decode":
-        model = ListModel(O._TOY_MODELS[args["model_name"]], 3, args["mask_id"])
+        model = ListPredictor(O._TOY_MODELS[args["model_name"]], 3, args["mask_id"])
         decoded = reference_decode(model, torch.tensor(args["prompts"]), rule=production_rule(args["rule"]),
                                    gen_length=args["gen_length"], block_length=args["block_length"])
         trace = [[[[p, t] for p, t in zip(s.positions[b], s.tokens[b])] for b in range(len(args["prompts"]))]
@@ -1147,7 +1075,7 @@ def replay_on_production(example: dict, monkeypatch):
         assert all(tok == mask_id for row in canvas for tok in row[prompt_len:])
         attention = torch.tensor(args["attention_mask"])[:, :prompt_len]
         vocab = mask_id + 1
-        model = ListModel(lambda x, am: [[[0.0] * (vocab - 1) + [-1e9] for _ in row] for row in x], vocab, mask_id)
+        model = ListPredictor(lambda x, am: [[[0.0] * (vocab - 1) + [-1e9] for _ in row] for row in x], vocab, mask_id)
         seen = []
 
         def spy(rule, logits, x, candidates, **kw):
@@ -1221,7 +1149,7 @@ def assert_same_validation(rule, param, value):
     oracle_ok, oracle_message = accepts(lambda: O.make_rule(spec))
     production_ok, message = accepts(lambda: _production_rule_raw(spec))
     assert production_ok == oracle_ok, (rule, param, value, message or oracle_message)
-    if not production_ok:  # the message names the offending parameter (kappa vs tau: "kappa", A17)
+    if not production_ok:  # the message names the offending parameter (kappa vs tau: "kappa")
         assert message.split()[0] == oracle_message.split()[0], (message, oracle_message)
 
 

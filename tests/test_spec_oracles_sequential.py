@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import math
 import random
-from contextlib import contextmanager
-from unittest import mock
 
 import pytest
 import torch
@@ -47,6 +45,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from oracles import sequential as O
+from oracles.bridge import EPS32, F64, Draws, ListPredictor, assert_close, oracle_callable
 from veridec.models import random_model
 from veridec.models.interface import PredictorOutput, SpecialTokens
 from veridec.models.tiny import never_predicts_mask
@@ -59,32 +58,15 @@ from veridec.rules.llada import LLaDAParams, check_special, llada_step, transfer
 from veridec.trace import Trace
 
 NEG_INF = float("-inf")
-F64 = torch.float64
 TINY64 = dict(dtype=F64, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48)
 
 
 # ============================================================================================ helpers
-def assert_close(actual, expected, rel=1e-12, abs_tol=1e-15, where="value"):
-    """Recursive comparison: lists/tuples/dicts structurally, ints and bools exactly, floats and Fractions
-    within ``rel`` relative or ``abs_tol`` absolute, infinities exactly."""
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict) and actual.keys() == expected.keys(), (where, actual, expected)
-        for key in expected:
-            assert_close(actual[key], expected[key], rel, abs_tol, f"{where}[{key!r}]")
-    elif isinstance(expected, (list, tuple)):
-        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), (where, actual, expected)
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_close(a, e, rel, abs_tol, f"{where}[{i}]")
-    elif expected is None or isinstance(expected, bool):
-        assert actual == expected, (where, actual, expected)
-    elif isinstance(expected, int) and isinstance(actual, int):
-        assert actual == expected, (where, actual, expected)
-    else:
-        a, e = float(actual), float(expected)
-        if math.isinf(e) or math.isinf(a):
-            assert a == e, (where, actual, expected)
-        else:
-            assert abs(a - e) <= max(abs_tol, rel * max(abs(a), abs(e))), (where, actual, expected)
+# Floats compare with bridge.assert_close at FLOAT64 unless a test says otherwise: the oracle's and torch's float64
+# evaluations of one formula differ by a few ulps of the values (<= ~40), so 1e-12 relative (about 4500 float64
+# ulps) with 1e-15 absolute (values that round to 0) is a fixed multiple of float64's eps at their scale.
+FLOAT64 = dict(rel=1e-12, abs_tol=1e-15)
+PROBS = dict(rel=1e-12, abs_tol=1e-14)  # probabilities from sums over the vocabulary: 1e-14 absolute (~45 ulps of 1)
 
 
 def fragile(scores, k, equal_too=False):
@@ -95,48 +77,6 @@ def fragile(scores, k, equal_too=False):
     top = sorted((s for s in scores if s != NEG_INF), reverse=True)[: k + 1]
     return any((equal_too or a != b) and abs(a - b) <= 1e-11 * max(abs(a), abs(b), 1e-300)
                for a, b in zip(top, top[1:]))
-
-
-class Draws:
-    """Patches ``torch.rand`` and ``torch.multinomial`` while active: records every call (kind, the request,
-    the result) and, with a ``script``, returns the scripted uniforms instead of drawing, after checking each
-    request's shape and dtype against the script (the documented draw order)."""
-
-    def __init__(self, script=None):
-        self.script = None if script is None else list(script)
-        self.calls = []
-        self._rand, self._multinomial = torch.rand, torch.multinomial
-
-    def rand(self, *size, dtype=None, device=None, generator=None, **kw):
-        shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
-        dtype = dtype or torch.get_default_dtype()
-        if self.script is None:
-            out = self._rand(shape, dtype=dtype, device=device, generator=generator, **kw)
-        else:
-            assert self.script, f"unscripted draw torch.rand({shape}, dtype={dtype})"
-            out = self.script.pop(0)
-            assert (shape, dtype) == (tuple(out.shape), out.dtype), ("draw order", shape, dtype, out.shape, out.dtype)
-            out = out.clone()
-        self.calls.append(("rand", (shape, dtype), out.clone()))
-        return out
-
-    def multinomial(self, input, num_samples, replacement=False, *, generator=None, **kw):
-        out = self._multinomial(input, num_samples, replacement, generator=generator, **kw)
-        self.calls.append(("multinomial", (input.detach().clone(), num_samples, replacement), out.clone()))
-        return out
-
-    def marker(self, what):
-        self.calls.append((what, None, None))
-
-    @contextmanager
-    def active(self):
-        with mock.patch.object(torch, "rand", self.rand), mock.patch.object(torch, "multinomial", self.multinomial):
-            yield self
-        if self.script is not None:
-            assert not self.script, f"{len(self.script)} scripted draws were not used"
-
-    def of(self, kind):
-        return [c for c in self.calls if c[0] == kind]
 
 
 _MODELS = {}
@@ -158,28 +98,9 @@ def symbols(m):
     return getattr(m, "num_symbols", 90)
 
 
-def oracle_model(m, with_mask: bool):
-    """The production model as the oracle's plain callable (canvas lists -> logits lists); the attention mask is
-    passed exactly as production passes it (None when the caller gave none)."""
-    def run(canvas, attention):
-        x = torch.tensor(canvas, dtype=torch.long)
-        mask = torch.tensor(attention, dtype=torch.long) if with_mask else None
-        return m(x, attention_mask=mask).logits.tolist()
-    return run
-
-
-class ToyPredictor:
+def toy_predictor() -> ListPredictor:
     """The oracle's ``toy_model`` (V = 4, mask 3) as a production MaskPredictor."""
-
-    special = SpecialTokens(mask_id=3)
-    logit_shift = 0
-    vocab_size = 4
-    max_length = 64
-    device = torch.device("cpu")
-
-    def __call__(self, x, attention_mask=None):
-        mask = torch.ones_like(x) if attention_mask is None else attention_mask
-        return PredictorOutput(torch.tensor(O.toy_model(x.tolist(), mask.tolist()), dtype=F64))
+    return ListPredictor(O.toy_model, 4, 3)
 
 
 def f32_neighbours(p: float):
@@ -327,7 +248,7 @@ def prod_position_set_probability(probs, positions, draws=200_000):
 
 def prod_llada_generate(model, prompt, attention_mask=None, *, steps, gen_length, block_length, mask_id,
                         cfg_scale=0.0, tokens_per_step=None):
-    predictor = ToyPredictor()
+    predictor = toy_predictor()
     assert predictor.special.mask_id == mask_id and model is O.toy_model
     canvas, trace = generate(predictor, torch.tensor(prompt),
                              None if attention_mask is None else torch.tensor(attention_mask),
@@ -338,7 +259,7 @@ def prod_llada_generate(model, prompt, attention_mask=None, *, steps, gen_length
 
 
 def prod_dream_generate(model, prompt, *, mask_id, max_new_tokens, steps, alg):
-    predictor = ToyPredictor()
+    predictor = toy_predictor()
     assert predictor.special.mask_id == mask_id and model is O.toy_model
     canvas, trace = diffusion_generate(predictor, torch.tensor(prompt), max_new_tokens=max_new_tokens, steps=steps,
                                        alg=alg)
@@ -370,7 +291,9 @@ EXAMPLES = {example["name"]: example for example in O.worked_examples()}
 # pins it to the float32 ulp with uniforms on and next to it).
 SKIPPED_KEYS = {"dream_origin_reveal_strict": {"p"}}
 # Tolerances other than exact: float32 remasking uniforms (0.1 is not a float32), a Monte Carlo frequency.
-TOLERANCE = {"llada_random_remasking": dict(rel=1e-7), "dream_alg_temp_set_probability": dict(rel=0, abs_tol=6e-3)}
+# (a float32 uniform is within eps32 / 2 relative of the decimal the example gives: round to nearest)
+TOLERANCE = {"llada_random_remasking": dict(FLOAT64, rel=EPS32 / 2),
+             "dream_alg_temp_set_probability": dict(rel=0, abs_tol=6e-3)}
 # Exact examples whose cumulative probability equals top_p exactly, which float64 cannot hold: (1,2,4,3)/10 with
 # top_p = 7/10 sums 0.4 + 0.3 = 0.7000000000000001 > 0.7; (3,2,1)/6 with top_p = 1/2 has softmax 0.5000000000000001
 # > 0.5. Both float paths (production's and the oracle's own dream_filtered_distribution) then remove the crossing
@@ -393,7 +316,7 @@ def test_worked_example(name):
     if "keys" in example:
         keys = [k for k in example["keys"] if k not in SKIPPED_KEYS.get(name, ())]
         got, expected = {k: got[k] for k in keys}, {k: expected[k] for k in keys}
-    assert_close(got, expected, **TOLERANCE.get(name, {}))
+    assert_close(got, expected, **TOLERANCE.get(name, FLOAT64))
 
 
 # ================================================================================== LLaDA: schedules
@@ -491,7 +414,7 @@ def test_llada_step_matches_the_oracle(case):
     got = run_llada_step(**case, generator=generator)
     assert torch.equal(generator.get_state(), mirror.get_state())  # exactly the documented draws were made
     for key in ("canvas", "proposals", "confidence", "selected", "committed", "tokens"):
-        assert_close(got[key], want[key], where=key)
+        assert_close(got[key], want[key], **FLOAT64, where=key)
 
 
 # ==================================================================================== LLaDA: whole decodes
@@ -515,10 +438,11 @@ def llada_decodes(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     name = rng.choice(["llada64", "llada64", "hmm"])
     m = model(name)
-    prompt, attention, _, with_mask = padded_prompts(draw, rng, m)
+    prompt, attention, lengths, with_mask = padded_prompts(draw, rng, m)
     batch, width = prompt.shape
     for b in draw(st.lists(st.integers(0, batch - 1), max_size=1)):  # a mask inside the prompt (infilling)
-        prompt[b, width - 1] = m.special.mask_id
+        if lengths[b] > 1:  # a prompt made only of the mask token is refused (spec SQ0.6), as in dream_decodes
+            prompt[b, width - 1] = m.special.mask_id
     blocks, block_length = rng.randint(1, 2), rng.randint(1, 4)
     tokens_per_step = rng.choice([None, None, rng.randint(1, block_length + 1)])
     flags = m.special.eos_id is not None
@@ -549,7 +473,7 @@ def test_llada_generate_matches_the_oracle(setup):
             gumbel.append(torch.rand((batch, length, vocab), dtype=F64, generator=mirror).tolist())
         if kw["remasking"] == "random":
             remask.append(torch.rand((batch, length), generator=mirror).tolist())
-    want = O.llada_generate(oracle_model(m, attention is not None), prompt.tolist(),
+    want = O.llada_generate(oracle_callable(m, attention is not None), prompt.tolist(),
                             None if attention is None else attention.tolist(), mask_id=m.special.mask_id,
                             eos_id=m.special.eos_id, eot_id=m.special.eot_id, **kw,
                             gumbel_uniforms=gumbel or None, remask_uniforms=remask or None)
@@ -565,7 +489,7 @@ def test_llada_generate_matches_the_oracle(setup):
     for step, rec in zip(trace.steps, want["steps"]):
         assert step.positions == rec["committed"]
         assert step.tokens == rec["tokens"]
-        assert_close(step.confidences, rec["committed_confidence"], rel=1e-12)
+        assert_close(step.confidences, rec["committed_confidence"], **FLOAT64)
 
 
 # ============================================================================================ Dream: filters
@@ -599,7 +523,7 @@ def test_filtered_distribution_matches_the_oracle(case):
     logits, temperature, top_p, top_k = case
     got = prod_filtered(torch.tensor([logits], dtype=F64), temperature, top_p, top_k)[0].tolist()
     want = O.dream_filtered_distribution(logits, temperature, top_p, top_k)
-    assert_close(got, want, rel=1e-12, abs_tol=1e-14)
+    assert_close(got, want, **PROBS)
     assert [p > 0 for p in got] == [p > 0 for p in want]  # the same support, boundary tokens included
     # sample_tokens itself: what it draws from (T > 0) or its argmax (T = 0), and the confidence it reports
     draws = Draws()
@@ -610,11 +534,11 @@ def test_filtered_distribution_matches_the_oracle(case):
     if temperature > 0:
         ((_, (drawn_from, _, replacement), _),) = draws.of("multinomial")
         assert replacement and [p > 0 for p in drawn_from[0].tolist()] == [p > 0 for p in want]
-        assert_close(drawn_from[0].tolist(), want, abs_tol=1e-14)
+        assert_close(drawn_from[0].tolist(), want, **PROBS)
         assert want[token] > 0
     else:
         assert not draws.calls and token == O.argmax_lowest(want)
-    assert_close(confidence, want[token], abs_tol=1e-14)
+    assert_close(confidence, want[token], **PROBS)
 
 
 def test_top_p_exact_dyadic_boundary():
@@ -624,12 +548,13 @@ def test_top_p_exact_dyadic_boundary():
     assert torch.softmax(torch.tensor(logits, dtype=F64), -1).tolist() == [0.5, 0.25, 0.125, 0.125]
     want = O.dream_filtered_distribution(logits, 0.0, 0.5, None)
     assert want == [2 / 3, 1 / 3, 0.0, 0.0]
-    assert_close(prod_filtered(torch.tensor([logits], dtype=F64), 0.0, 0.5)[0].tolist(), want)
+    assert_close(prod_filtered(torch.tensor([logits], dtype=F64), 0.0, 0.5)[0].tolist(), want, **FLOAT64)
     # at T = 0 the filter changes the confidence (2/3 instead of 1/2), not the token
     step = dict(logits=[[logits, logits]], canvas=[[4, 0]], alg="maskgit_plus", k=1, mask_id=4, top_p=0.5)
     want = O.dream_step(**step)
     assert want["confidence"] == [[2 / 3, NEG_INF]] and want["canvas"] == [[0, 0]]
-    assert_close(prod_dream_step(**step), {key: want[key] for key in ("canvas", "confidence", "selected")})
+    assert_close(prod_dream_step(**step), {key: want[key] for key in ("canvas", "confidence", "selected")},
+                 **FLOAT64)
 
 
 def test_top_p_ties_break_to_the_lowest_token_id():
@@ -714,18 +639,18 @@ def test_dream_step_matches_the_oracle(case):
                         chosen_positions=result.order if sampled_positions else None)
     if not sampled_positions:
         assume(not any(fragile(c, k) for c, k in zip(want["confidence"], want["k"])))
-    assert_close(result.confidence.tolist(), want["confidence"], abs_tol=1e-14, where="confidence")
+    assert_close(result.confidence.tolist(), want["confidence"], **PROBS, where="confidence")
     assert result.x.tolist() == want["canvas"]
     assert result.order == want["selected"]
     if case["temperature"] > 0:  # the distribution each token was drawn from (SQ2.5)
         oracle_probs = [want["probs"][b][i] for b in range(batch) for i in masked_rows[b]]
-        assert_close(sample[1][0].tolist(), oracle_probs, abs_tol=1e-14, where="token distribution")
+        assert_close(sample[1][0].tolist(), oracle_probs, **PROBS, where="token distribution")
     else:
         assert not samples
     if sampled_positions:  # the distribution positions were drawn from (SQ2.4), one call per row when clamped
         rows = [b for b in range(batch) if want["position_probs"][b] is not None]
         weights = torch.cat([c[1][0] for c in choices]).tolist()
-        assert_close(weights, [want["position_probs"][b] for b in rows], abs_tol=1e-14, where="position law")
+        assert_close(weights, [want["position_probs"][b] for b in rows], **PROBS, where="position law")
     else:
         assert not choices
 
@@ -776,7 +701,7 @@ def test_origin_reveal_matches_the_oracle(case):
     assert result.x.tolist() == want["canvas"]
     if sampled is not None:
         probs = [want["probs"][b][i] for b, row in enumerate(want["revealed"]) for i in row]
-        assert_close(sample[1][0].tolist(), probs, abs_tol=1e-14)
+        assert_close(sample[1][0].tolist(), probs, **PROBS)
     elif case["temperature"] == 0:
         assert not samples
 
@@ -899,7 +824,7 @@ def test_dream_generate_matches_the_oracle(setup):
     def chosen_positions(step):
         return trace.steps[step].positions if kw["alg_temp"] else None
 
-    want = O.dream_generate(oracle_model(m, attention is not None), prompt.tolist(),
+    want = O.dream_generate(oracle_callable(m, attention is not None), prompt.tolist(),
                             None if attention is None else attention.tolist(), mask_id=mask_id,
                             origin_uniforms=uniforms if kw["alg"] == "origin" else None,
                             sampled_tokens=sampled_tokens, chosen_positions=chosen_positions, **kw)
@@ -913,7 +838,7 @@ def test_dream_generate_matches_the_oracle(setup):
         if samples(step):
             rows = rec["revealed"] if kw["alg"] == "origin" else masked_rows(step)
             probs = [rec["probs"][b][i] for b, row in enumerate(rows) for i in row]
-            assert_close(samples(step)[0][1][0].tolist(), probs, abs_tol=1e-14, where=f"step {step}")
+            assert_close(samples(step)[0][1][0].tolist(), probs, **PROBS, where=f"step {step}")
 
 
 # ================================================================================ LLaDA: argument checks
@@ -969,7 +894,7 @@ def test_tokens_per_step_schedule_of_an_empty_block():
 def test_dream_time_grid_is_torch_linspace():
     """SQ2.2: the grid is torch.linspace's float32 values, which move the transfer count where m(1 - s/t) is
     near an integer (steps=3, eps=0.1: 2 tokens at step 0)."""
-    toy = ToyPredictor()
+    toy = toy_predictor()
     _, trace = diffusion_generate(toy, torch.tensor([[1, 2]]), max_new_tokens=10, steps=3, eps=0.1,
                                   alg="maskgit_plus")
     want = O.dream_generate(O.toy_model, [[1, 2]], mask_id=3, max_new_tokens=10, steps=3, eps=0.1,

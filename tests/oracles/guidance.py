@@ -15,12 +15,14 @@ Conventions
 * Probabilities are float64 (``float``) where they come from a softmax; functions whose decisions are
   purely order/threshold comparisons also accept ``Fraction`` so boundary cases can be checked exactly.
 
-Readings chosen where the spec is open are marked ``# READING:`` and listed in
-/tmp/oracle_reports/guidance.md.
+Readings chosen where the spec is open are marked ``# READING:`` where they are made, each stating the
+reading it takes.
 """
 
 import math
 from fractions import Fraction
+
+from .data import load
 
 NEG_INF = -math.inf
 
@@ -367,7 +369,10 @@ def expected_linear_reward(logits, tokens, masked, embedding, weight, temperatur
     s_{tokens[g]}.  Returns float.
     # READING: G5 does not say at which temperature (or with top-p) "the guided distribution's expected
     # reward" is taken; the caller chooses.  For M = 1 Adam step and temperature == the guidance
-    # temperature the increase is a theorem (see report); for M = 3 it is an empirical claim.
+    # temperature the increase is a theorem: Adam's first step moves logit u by lr g_u / (|g_u| + eps)
+    # against the gradient g_u = -(1/T) pi_u (s_u - mean s), so every token scoring above the mean
+    # gains, every one below loses, and the reweighted mean cannot fall below the old one (slots are
+    # independent).  For M = 3 it is an empirical claim.
     """
     s = token_scores(embedding, weight)
     total = 0.0
@@ -827,337 +832,15 @@ def speculative_run(state, step_fn, build_tree, is_done, max_rounds=1000):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Worked examples (data; the report /tmp/oracle_reports/guidance.md explains them)
+# Worked examples (data: examples/guidance.json)
 # ---------------------------------------------------------------------------------------------------
 
-def _float_round(xs, nd=6):
-    if isinstance(xs, list):
-        return [_float_round(x, nd) for x in xs]
-    if isinstance(xs, float) and math.isfinite(xs):
-        return round(xs, nd)
-    return xs
-
-
 def worked_examples():
-    """Worked examples as data: list of dicts {name, clause, inputs, expected, note}.
+    """Worked examples as data (examples/guidance.json, read by ``data.load``): list of dicts {name, clause,
+    inputs, expected, note}.
 
-    Every "expected" value is produced by the naive functions above; exact values (Fractions,
-    integers, position lists) are exact, floats are rounded to 6 decimals for display only (tests
-    should recompute them with a tolerance).
+    Every computed "expected" value was produced by the naive functions above (the data file's "#computed"
+    names each call); exact values (Fractions, integers, position lists) are exact, floats are rounded to 6
+    decimals for display only (tests should recompute them with a tolerance).
     """
-    ex = []
-
-    # 1. temperature enters the EntRGi mixing weight
-    phi = [0.0, math.log(2.0)]
-    ex.append({
-        "name": "entrgi_weight_uses_tempered_entropy",
-        "clause": "G4",
-        "inputs": {"phi": "[0, ln 2]", "T": 0.5, "V": 2},
-        "expected": {
-            "w_tempered_T0.5": _float_round(mixing_weight(phi, 0.5, "entrgi")),
-            "tempered_probs": "[1/5, 4/5]",
-            "w_if_untempered_WRONG": _float_round(mixing_weight(phi, 1.0, "entrgi")),
-            "w_tempered_T0.7": _float_round(mixing_weight(phi, 0.7, "entrgi")),
-        },
-        "note": "w = H(softmax(phi/T))/log|V|; softmax([0, ln2]/0.5) = [1/5, 4/5] (H = 0.500402 nats); "
-                "the untempered [1/3, 2/3] would give 0.918296.",
-    })
-
-    # 2. mixing weight limits and methods
-    ex.append({
-        "name": "mixing_weight_limits",
-        "clause": "G4",
-        "inputs": {"uniform_phi": [0.0, 0.0, 0.0, 0.0], "one_hot_phi": [5.0, NEG_INF, NEG_INF, NEG_INF]},
-        "expected": {
-            "entrgi_uniform": mixing_weight([0.0] * 4, 0.7, "entrgi"),
-            "entrgi_one_hot": mixing_weight([5.0, NEG_INF, NEG_INF, NEG_INF], 0.7, "entrgi"),
-            "expectation": 0.0, "aps": 1.0,
-            "entrgi_two_finite_of_four": _float_round(mixing_weight([0.0, 0.0, NEG_INF, NEG_INF], 0.7,
-                                                                    "entrgi")),
-        },
-        "note": "log|V| uses the full width (4), so two equal finite logits out of four give "
-                "ln2/ln4 = 0.5, not 1.",
-    })
-
-    # 3. soft embedding value given the sampled token
-    E = [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
-    phi3 = [0.0, math.log(2.0), NEG_INF]
-    ex.append({
-        "name": "soft_embedding_value",
-        "clause": "G4",
-        "inputs": {"E": E, "phi": "[0, ln 2, -inf]", "T": 0.5, "sampled_token": 0},
-        "expected": {
-            "e_tilde": _float_round(expected_embedding(softmax(phi3, 0.5), E)),
-            "w_entrgi": _float_round(mixing_weight(phi3, 0.5, "entrgi")),
-            "e_hat_entrgi": _float_round(soft_embedding_value(phi3, E, 0, 0.5, "entrgi")),
-            "e_hat_expectation": _float_round(soft_embedding_value(phi3, E, 0, 0.5, "expectation")),
-            "e_hat_aps": _float_round(soft_embedding_value(phi3, E, 0, 0.5, "aps")),
-        },
-        "note": "e_tilde = [1/5, 4/5]; w = H([1/5,4/5,0])/ln 3 = 0.455486; "
-                "e_hat = e_tilde + w (E[0] - e_tilde).",
-    })
-
-    # 4. guidance vector of a linear reward, Adam by hand
-    E4 = [[1.0], [0.0], [-1.0], [0.0]]
-    wv = [1.0]
-    phi0 = [[[0.0, 0.0, 0.0, NEG_INF], [1.0, 2.0, 3.0, 0.0]]]
-    masked4 = [[True, False]]
-    r1 = guidance_vector_linear(phi0, masked4, E4, wv, steps=1, lr=0.5, temperature=0.7)
-    r3 = guidance_vector_linear(phi0, masked4, E4, wv, steps=3, lr=0.5, temperature=0.7)
-    ex.append({
-        "name": "linear_guidance_adam",
-        "clause": "G2, G4",
-        "inputs": {"E": E4, "w": wv, "phi0": "[[[0,0,0,-inf],[1,2,3,0]]]", "masked": masked4,
-                   "lr": 0.5, "T": 0.7},
-        "expected": {
-            "scores_s": token_scores(E4, wv),
-            "grad_step1_slot0": _float_round(linear_loss_gradient(phi0[0][0], E4, wv, 0.7)),
-            "r_M1_slot0": _float_round(r1[0][0]),
-            "r_M3_slot0": _float_round(r3[0][0]),
-            "r_unmasked_slot1": r3[0][1],
-            "guided_M3_slot0": _float_round(guided_logits(phi0[0][0], r3[0][0])),
-        },
-        "note": "pi = [1/3,1/3,1/3,0], mean score 0: gradient of -r is -(1/T) pi_u s_u = "
-                "[-0.47619, 0, +0.47619, 0]; Adam's first step moves each nonzero-gradient logit by "
-                "lr*|g|/(|g|+eps) ~ 0.5 against the gradient; the middle token (s = mean) and the -inf "
-                "token do not move in step 1; the -inf token stays -inf and its r is reported 0; the "
-                "unmasked slot gets r = 0.  Same result for EntRGi/Expectation/APS.",
-    })
-
-    # 5. mask token exclusion in the confidence: renormalise vs max-over-others
-    mask_id = 2
-    g5 = [[math.log(4.0), math.log(1.0), math.log(5.0)], [math.log(6.0), math.log(4.0), NEG_INF]]
-    full0 = softmax(g5[0])
-    ex.append({
-        "name": "mask_excluded_confidence_reading",
-        "clause": "G6, GF1",
-        "inputs": {"guided": "[[ln4, ln1, ln5], [ln6, ln4, -inf]]", "mask_id": 2,
-                   "masked": [True, True]},
-        "expected": {
-            "conf_slot0_renormalised": _float_round(confidence(g5[0], mask_id)),
-            "conf_slot1": _float_round(confidence(g5[1], mask_id)),
-            "selected_slot_renormalised_reading": select_slot(g5, [True, True], mask_id),
-            "conf_slot0_other_reading_max_over_non_mask": _float_round(max(full0[0], full0[1])),
-            "selected_slot_other_reading": 1,
-        },
-        "note": "Renormalised (mask logit -> -inf before softmax): slot 0 has 0.8 > 0.6, picked. "
-                "Reading 'softmax over V then max over v != mask': slot 0 has 0.4 < 0.6, slot 1 picked.",
-    })
-
-    # 6. top-p boundary
-    P = [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]
-    ex.append({
-        "name": "top_p_boundary",
-        "clause": "G4, G6, GF1",
-        "inputs": {"probs": "[1/2, 1/4, 1/4]"},
-        "expected": {
-            "keep_p_3/4": top_p_keep(P, Fraction(3, 4)),
-            "dist_p_3/4": [str(x) for x in top_p_distribution(P, Fraction(3, 4))],
-            "keep_p_3/5": top_p_keep(P, Fraction(3, 5)),
-            "keep_p_1/2": top_p_keep(P, Fraction(1, 2)),
-            "keep_p_1/5": top_p_keep(P, Fraction(1, 5)),
-            "keep_p_1": top_p_keep(P, 1),
-            "dream_code_reading_keep_p_3/4": [0, 1, 2],
-        },
-        "note": "A token is kept iff the mass kept before it is < p. At p = 3/4 token 2 starts at mass "
-                "exactly 3/4 and is dropped (Dream's '<=' would keep it).  At p = 3/5 token 1 crosses "
-                "0.6 and is kept; of the tied tokens 1 and 2 the lower id is kept.  The most probable "
-                "token is always kept.",
-    })
-
-    # 7. temperature before top-p
-    logits7 = [0.0, -2.4, -2.6]
-    ex.append({
-        "name": "temperature_then_top_p",
-        "clause": "G6, GF1",
-        "inputs": {"logits": logits7, "T": 0.7, "top_p": 0.95},
-        "expected": {
-            "tempered_probs": _float_round(softmax(logits7, 0.7)),
-            "keep_tempered": top_p_keep(softmax(logits7, 0.7), 0.95),
-            "untempered_probs": _float_round(softmax(logits7, 1.0)),
-            "keep_untempered_WRONG": top_p_keep(softmax(logits7, 1.0), 0.95),
-            "distribution": _float_round(token_distribution(logits7, 0.7, 0.95)),
-        },
-        "note": "top-p acts on softmax(logits/T): at T = 0.7 token 0 holds 0.946 < 0.95 so token 1 is "
-                "kept (it crosses 0.95) and token 2 is dropped; applied to the untempered softmax "
-                "(0.858, 0.078 -> 0.936 < 0.95) all three would be kept.",
-    })
-
-    # 8. deferral at gamma == tau, and gamma is untempered
-    ex.append({
-        "name": "deferral_at_equality_and_untempered_gamma",
-        "clause": "GF1 (seed 000 Eq. 7)",
-        "inputs": {"phi_tie": [0.0, 0.0], "phi_b": [0.3, 0.0, 0.0], "T": 0.7},
-        "expected": {
-            "gamma_tie": fastguide_gamma([0.0, 0.0]),
-            "commit_at_tau_0.5": fastguide_commit_flags([None, fastguide_gamma([0.0, 0.0])], 0.5),
-            "gamma_b_untempered": _float_round(fastguide_gamma([0.3, 0.0, 0.0])),
-            "max_tempered_b_WRONG": _float_round(max(softmax([0.3, 0.0, 0.0], 0.7))),
-            "commit_b_at_tau_0.42": fastguide_commit_flags([None, fastguide_gamma([0.3, 0.0, 0.0])],
-                                                            0.42),
-        },
-        "note": "gamma = 1/2 exactly and tau = 0.5 commits (>=).  gamma uses softmax(phi), no /T: "
-                "0.402960 < 0.42 defers, although the tempered max 0.434 would pass.",
-    })
-
-    # 9. deferral sequence, first always commits
-    gam = [0.01, 0.5, 0.4999, 0.9, 0.2]
-    ex.append({
-        "name": "deferral_sequence",
-        "clause": "GF1",
-        "inputs": {"gammas": gam, "tau": 0.5},
-        "expected": {"commits": fastguide_commit_flags(gam, 0.5)},
-        "note": "The first candidate commits whatever its confidence; later ones iff gamma >= tau; a "
-                "deferral does not stop the later candidates from being verified.",
-    })
-
-    # 10. candidate orders with a tie
-    conf_logits = [
-        [math.log(9.0), 0.0],      # slot 0: conf 0.9
-        [0.0, 0.0],                # slot 1: unmasked
-        [math.log(3.0), 0.0],      # slot 2: conf 0.75
-        [math.log(9.0), 0.0],      # slot 3: conf 0.9 (tie with slot 0)
-        [0.0, 0.0],                # slot 4: conf 0.5
-        [math.log(4.0), 0.0],      # slot 5: conf 0.8
-    ]
-    m10 = [True, False, True, True, True, True]
-    ex.append({
-        "name": "candidate_orders",
-        "clause": "GF1",
-        "inputs": {"confidences": {0: 0.9, 2: 0.75, 3: 0.9, 4: 0.5, 5: 0.8}, "slot 1": "unmasked",
-                   "k": 4},
-        "expected": {
-            "confidence": fastguide_candidates(conf_logits, m10, 4, "confidence"),
-            "reverse-confidence": fastguide_candidates(conf_logits, m10, 4, "reverse-confidence"),
-            "left-to-right": fastguide_candidates(conf_logits, m10, 4, "left-to-right"),
-            "random_perm_[2,0,3,1]": fastguide_candidates(conf_logits, m10, 4, "random",
-                                                         permutation=[2, 0, 3, 1]),
-            "k_larger_than_masked": fastguide_candidates(conf_logits, m10, 8, "confidence"),
-        },
-        "note": "The set is {0, 3, 5, 2} (slot 4 is 5th); the tie 0/3 goes to slot 0. "
-                "reverse-confidence is the literal reversal (3 before 0); the first slot of each order "
-                "is the one committed from l0.",
-    })
-
-    # 11. greedy variant
-    phi11 = [1.0, 1.0, 0.0]
-    ex.append({
-        "name": "greedy_only_after_the_first",
-        "clause": "GF1 (seed 000 D.7)",
-        "inputs": {"phi": phi11, "T": 0.7, "top_p": 0.95, "greedy": True},
-        "expected": {
-            "first_candidate_distribution": _float_round(fastguide_token_distribution(phi11, 0, 0.7,
-                                                                                      0.95, True)),
-            "later_candidate_distribution": fastguide_token_distribution(phi11, 1, 0.7, 0.95, True),
-        },
-        "note": "a_1 is sampled from top-p(softmax(phi/T)) even with greedy; later candidates take "
-                "argmax phi_j with ties to the lowest id (token 0 here).",
-    })
-
-    # 12. windows: LLaDA vs Dream, overlap and padding
-    ex.append({
-        "name": "sparse_windows",
-        "clause": "GF3 (seed 000 App. C)",
-        "inputs": {"L": 20, "w": 2, "a_prev": 5, "a_j": 12},
-        "expected": {
-            "llada": sparse_window_positions(5, 12, 2, 20, "llada"),
-            "dream": sparse_window_positions(5, 12, 2, 20, "dream"),
-            "dream_overlap_a_prev_5_a_j_8": sparse_window_positions(5, 8, 2, 20, "dream"),
-            "batch_dream_max": sparse_window_batch([(5, 12), (5, 8)], 2, 20, "dream", "max"),
-            "batch_llada_max_tie": sparse_window_batch([(5, 12), (5, 6)], 2, 20, "llada", "max"),
-            "batch_llada_nominal_single_row": sparse_window_batch([(5, 6)], 2, 20, "llada", "nominal"),
-            "llada_at_canvas_end": sparse_window_positions(18, 19, 2, 20, "llada"),
-            "llada_after_deferral_order_5_12_15_with_12_deferred":
-                sparse_window_positions(5, 15, 2, 20, "llada"),
-        },
-        "note": "Dream's candidate window is centred at a_j - 1 (query scoring a_j), the commit window "
-                "at a_prev itself.  Padding adds the positions nearest the QUERY, lower first at equal "
-                "distance, and every row is returned sorted.  a_prev is the last COMMITTED candidate: "
-                "after 12 is deferred, the window for 15 pairs with 5's, not 12's.",
-    })
-
-    # 13. draft trees W2D2 and W3D3, both alternative kinds
-    ranked = [7, 4, 9, 5]
-    toks = {7: [11, 12, 13], 4: [21, 22, 23], 9: [31, 32, 33], 5: [41, 42, 43]}
-
-    def brief(nodes):
-        return [(n["parent"], n["commits"]) for n in nodes]
-
-    ex.append({
-        "name": "draft_trees",
-        "clause": "SPD1",
-        "inputs": {"ranked_positions": ranked, "ranked_tokens": toks},
-        "expected": {
-            "W2D2_position": brief(draft_tree_nodes(ranked, toks, 2, 2, "position")),
-            "W2D2_token": brief(draft_tree_nodes(ranked, toks, 2, 2, "token")),
-            "W3D3_position": brief(draft_tree_nodes(ranked, toks, 3, 3, "position")),
-            "W3D3_token": brief(draft_tree_nodes(ranked, toks, 3, 3, "token")),
-            "counts": {"W1D1": draft_tree_node_count(1, 1), "W2D2": draft_tree_node_count(2, 2),
-                       "W3D3": draft_tree_node_count(3, 3), "W2D4": draft_tree_node_count(2, 4)},
-            "W3D3_position_two_masks_left": brief(draft_tree_nodes([7, 4], toks, 3, 3, "position")),
-        },
-        "note": "Nodes are (parent index, cumulative commits on S'), parent -1 = S'.  Position "
-                "alternative i covers ranks i..D-1; token alternative i swaps r_0's token for its "
-                "(i+1)-th and continues r_1, r_2, ... with top-1 tokens.",
-    })
-
-    # 14. packing visibility, 2 branches
-    vis = packing_visibility(6, [2, 3], 2)
-    vis_la = packing_visibility(6, [2, 3, 4, 5], 1, lookahead_from=2)
-    ex.append({
-        "name": "packing_visibility_two_branches",
-        "clause": "SPV1, SP4",
-        "inputs": {"L": 6, "window": [2, 3], "K": 2,
-                   "columns": "c0..c5 cache, 6-7 branch 0 (pos 2,3), 8-9 branch 1 (pos 2,3)"},
-        "expected": {
-            "mask_rows": [[1 if b else 0 for b in row] for row in vis],
-            "lookahead_L6_window_2345_K1_from2_rows": [[1 if b else 0 for b in row] for row in vis_la],
-        },
-        "note": "Each query sees cache 0,1 (prefix) and 4,5 (stale suffix) but not the stale cache at "
-                "its own window slots 2,3, plus both fresh keys of its own branch only.  With "
-                "lookahead_from = 2 the block queries (pos 2,3) still see the stale cache at 4,5 and not "
-                "the fresh lookahead keys; the lookahead queries (pos 4,5) see no window slot in the "
-                "cache and all four fresh keys.",
-    })
-
-    # 15. acceptance walk with a top-1 step
-    def step_top1(order):
-        def step(state):
-            out = list(state)
-            for p, t in order:
-                if out[p] == -1:
-                    out[p] = t
-                    return out
-            return out
-        return step
-
-    s_prime = [-1, -1, -1, -1]
-    tree_toks = {2: [8, 9], 3: [6, 1], 0: [5, 4]}
-
-    def walk(r_order, ranking):
-        nodes = draft_tree_nodes(ranking, tree_toks, 2, 3, "position")
-        states = [apply_commits(s_prime, n["commits"]) for n in nodes]
-        parents = [n["parent"] for n in nodes]
-        return ([(n["parent"], n["commits"]) for n in nodes],
-                acceptance_walk(s_prime, states, parents, step_top1(r_order)))
-
-    nodes_a, walk_a = walk([(2, 8), (0, 5), (3, 6), (1, 7)], [2, 3, 0])
-    nodes_b, walk_b = walk([(0, 5), (2, 8), (3, 6), (1, 7)], [2, 0, 3])
-    nodes_c, walk_c = walk([(2, 8), (0, 5), (3, 6), (1, 7)], [2, 0, 3])
-    ex.append({
-        "name": "acceptance_walk",
-        "clause": "SP2, SP3",
-        "inputs": {"S_prime": s_prime, "masked": "-1", "R_step": "commit the first still-masked (pos, tok) "
-                   "of R's order (a top-1 sequential rule on a toy model)",
-                   "tree": "W2D3, position alternatives, tokens {2: [8, 9], 3: [6, 1], 0: [5, 4]}",
-                   "case_a": {"R_order": "2:8, 0:5, 3:6", "ranking": [2, 3, 0], "nodes": nodes_a},
-                   "case_b": {"R_order": "0:5, 2:8, 3:6", "ranking": [2, 0, 3], "nodes": nodes_b},
-                   "case_c": {"R_order": "2:8, 0:5, 3:6", "ranking": [2, 0, 3], "nodes": nodes_c}},
-        "expected": {"case_a_followed": walk_a, "case_b_followed": walk_b, "case_c_followed": walk_c},
-        "note": "a: S' -> node 0 {2:8} is valid, R then commits 0:5 and no node is {2:8,0:5}: stop "
-                "after [0].  b: R starts with 0:5 (node 3), then commits 2:8: {0:5,2:8} is node 1 of the "
-                "first alternative (the same canvas as node 4), then 3:6 is node 2: [3, 1, 2] (any "
-                "verified node equal to R's step is followed, SP2).  c: ranking agrees with R: the whole "
-                "first chain [0, 1, 2] is followed.",
-    })
-    return ex
+    return load(__file__)

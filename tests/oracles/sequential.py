@@ -22,8 +22,8 @@ Conventions
     replay a run passes the tokens / positions / uniforms the production code drew, and the oracle
     checks that each of them had positive probability and recomputes everything else.
 
-Readings chosen where the spec is open are marked ``READING:`` in comments; they are listed in
-/tmp/oracle_reports/sequential.md.
+Readings chosen where the spec is open are marked ``READING:`` in comments, each stating the
+reading it takes.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import itertools
 import math
 import struct
 from fractions import Fraction
+
+from .data import load
 
 NEG_INF = float("-inf")
 POS_INF = float("inf")
@@ -870,7 +872,7 @@ def dream_generate(model, prompt, attention_mask=None, *, mask_id, max_length=No
 
 
 # ----------------------------------------------------------------------------------------------
-# Worked examples (replayable data).  Filled in below.
+# Worked examples (replayable data: examples/sequential.json)
 # ----------------------------------------------------------------------------------------------
 
 def toy_model(canvas, attention_mask):
@@ -893,17 +895,9 @@ def toy_model(canvas, attention_mask):
     return out
 
 
-def _ln(x):
-    return math.log(x) if x > 0 else NEG_INF
-
-
-def _lnrow(weights):
-    """Logits whose softmax is ``weights / sum(weights)`` (weight 0 -> logit -inf)."""
-    return [_ln(w) for w in weights]
-
-
 def worked_examples():
-    """Worked examples of spec/sequential.md as replayable data.
+    """Worked examples of spec/sequential.md as replayable data (examples/sequential.json, read by ``data.load``;
+    ``{"name": "toy_model"}`` there is ``toy_model``).
 
     Returns a list of dicts with keys
       'name', 'clause', 'note' (str);
@@ -914,291 +908,7 @@ def worked_examples():
     Examples named 'e2e_*' were computed by this oracle on ``toy_model`` and cross-checked by an
     independent brute force; all others were derived by hand.
     """
-    m6 = 5   # V=6 vocabulary: 0,1,2 ordinary, 3 = eos, 4 = eot, 5 = mask
-    eos_logits = [
-        [0.0] * 5 + [NEG_INF],                  # position 0 (prompt, unmasked)
-        _lnrow([2, 1, 1, 6, 1, 0]),             # position 1: argmax = eos (6/11)
-        _lnrow([3, 1, 1, 1, 1, 0]),             # position 2: argmax = 0   (3/7)
-    ]
-    eos_u = [[0.5] * 6, [0.5, 0.5, 0.5, 0.9, 0.5, 0.5], [0.9, 0.5, 0.5, 0.5, 0.5, 0.5]]
-    eos_common = dict(logits=[eos_logits], canvas=[[0, m6, m6]], block_end=3, num_transfer=[1],
-                      remasking="low_confidence", mask_id=m6, eos_id=3, eot_id=4)
-    ex = []
-    ex.append(dict(
-        name="llada_schedule_remainder_first", clause="SQ1.3",
-        note="M=10, S=4: remainder 2 goes to the FIRST two steps.",
-        function="llada_schedule", kwargs=dict(mask_count=10, steps=4), expected=[3, 3, 2, 2]))
-    ex.append(dict(
-        name="llada_schedule_more_steps_than_masks", clause="SQ1.3",
-        note="S > M: trailing steps commit nothing (they still cost a forward).",
-        function="llada_schedule", kwargs=dict(mask_count=2, steps=4), expected=[1, 1, 0, 0]))
-    ex.append(dict(
-        name="llada_tokens_per_step_remainder_last", clause="SQ1.3",
-        note="tokens_per_step: k per step over ceil(M/k) steps, the LAST takes the remainder.",
-        function="llada_schedule_tokens_per_step", kwargs=dict(mask_count=10, k=4),
-        expected=[4, 4, 2]))
-    ex.append(dict(
-        name="cfg_combine_exact", clause="SQ1.5",
-        note="l = l_u + (w+1)(l_c - l_u); w=1 flips the argmax from token 0 (l_c) to token 1.",
-        function="cfg_combine",
-        kwargs=dict(cond_logits=[[[Fraction(1), Fraction(0)], [Fraction(2), Fraction(0)]]],
-                    uncond_logits=[[[Fraction(3), Fraction(0)], [Fraction(1), Fraction(1)]]],
-                    w=Fraction(1)),
-        expected=[[[Fraction(-1), Fraction(0)], [Fraction(3), Fraction(-1)]]]))
-    ex.append(dict(
-        name="cfg_uncond_masks_prompt_and_padding", clause="SQ1.1, SQ1.5",
-        note="prompt_index = (x != m) at the start: padding (9) and prompt (4) are masked in the "
-             "unconditional row; the prompt mask (pos 2, since filled with 1) and generated "
-             "tokens are kept.",
-        function="cfg_uncond_canvas",
-        kwargs=dict(x=[[9, 4, 1, 3, 0]], prompt_index=[[True, True, False, False, False]], mask_id=3),
-        expected=[[3, 3, 1, 3, 0]]))
-    ex.append(dict(
-        name="llada_eos_flags_off_T0", clause="SQ1.4, SQ1.6",
-        note="Baseline: position 1 proposes EOS with p=6/11 > 3/7 and is committed.",
-        function="llada_step",
-        kwargs=dict(eos_common, temperature=0.0),
-        keys=["canvas", "proposals", "confidence", "selected"],
-        expected=dict(canvas=[[0, 3, m6]], proposals=[[0, 3, 0]],
-                      confidence=[[NEG_INF, 6 / 11, 3 / 7]], selected=[[1]])))
-    ex.append(dict(
-        name="llada_confidence_eos_eot_inf_T0", clause="SQ1.6",
-        note="T=0: g(l) IS l, so both EOS and EoT get -inf before the softmax: the EOS proposal "
-             "is kept as token but scores 0; position 2 is renormalised to 3/(3+1+1)=3/5 and wins.",
-        function="llada_step",
-        kwargs=dict(eos_common, temperature=0.0, confidence_eos_eot_inf=True),
-        keys=["canvas", "proposals", "confidence", "selected"],
-        expected=dict(canvas=[[0, m6, 0]], proposals=[[0, 3, 0]],
-                      confidence=[[NEG_INF, 0.0, 3 / 5]], selected=[[2]])))
-    ex.append(dict(
-        name="llada_confidence_eos_eot_inf_T1", clause="SQ1.6",
-        note="T=1 with Gumbel uniforms making pos 1 propose EOS and pos 2 propose 0: only EoT is "
-             "-inf'd, so EOS keeps 6/(2+1+1+6)=3/5 > 3/(3+1+1+1)=1/2 and EOS is committed.",
-        function="llada_step",
-        kwargs=dict(eos_common, temperature=1.0, confidence_eos_eot_inf=True,
-                    gumbel_uniforms=[eos_u]),
-        keys=["canvas", "proposals", "confidence", "selected"],
-        expected=dict(canvas=[[0, 3, m6]], proposals=[[0, 3, 0]],
-                      confidence=[[NEG_INF, 3 / 5, 1 / 2]], selected=[[1]])))
-    ex.append(dict(
-        name="llada_logits_eos_inf_T0", clause="SQ1.4 step 1",
-        note="logits_eos_inf changes the token (EOS never proposed) and the softmax: pos 1 -> "
-             "token 0 with 2/5, pos 2 -> 3/6 = 1/2 wins.",
-        function="llada_step",
-        kwargs=dict(eos_common, temperature=0.0, logits_eos_inf=True),
-        keys=["canvas", "proposals", "confidence", "selected"],
-        expected=dict(canvas=[[0, m6, 0]], proposals=[[0, 0, 0]],
-                      confidence=[[NEG_INF, 2 / 5, 1 / 2]], selected=[[2]])))
-    t_common = dict(logits=[[[0.0, 0.0, NEG_INF], _lnrow([2, 1, 0])]], canvas=[[0, 2]],
-                    block_end=2, num_transfer=[1], remasking="low_confidence", mask_id=2,
-                    gumbel_uniforms=[[[0.5, 0.5, 0.5], [0.5, 0.9, 0.5]]])
-    ex.append(dict(
-        name="llada_gumbel_T1", clause="SQ1.4 step 2/4",
-        note="g = exp(l)/(-log u)^T = [2/ln2, 1/-ln0.9, 0] = [2.885, 9.491, 0] -> token 1; the "
-             "confidence is softmax(l)[1] = 1/3 (UNtempered softmax).",
-        function="llada_step", kwargs=dict(t_common, temperature=1.0),
-        keys=["canvas", "confidence"], expected=dict(canvas=[[0, 1]], confidence=[[NEG_INF, 1 / 3]])))
-    ex.append(dict(
-        name="llada_gumbel_T0.1", clause="SQ1.4 step 2/4",
-        note="Same uniforms, T=0.1: g = [2/0.6931^0.1, 1/0.10536^0.1] = [2.075, 1.252] -> token 0, "
-             "confidence softmax(l)[0] = 2/3 (T does not enter the confidence).",
-        function="llada_step", kwargs=dict(t_common, temperature=0.1),
-        keys=["canvas", "confidence"], expected=dict(canvas=[[0, 0]], confidence=[[NEG_INF, 2 / 3]])))
-    ex.append(dict(
-        name="llada_ties_lowest", clause="SQ0.4",
-        note="A row of three masks with identical logits: token tie -> token 0, position tie -> "
-             "positions 0 then 1.",
-        function="llada_step",
-        kwargs=dict(logits=[[[0.0, 0.0, NEG_INF]] * 3], canvas=[[2, 2, 2]], block_end=3,
-                    num_transfer=[2], temperature=0.0, remasking="low_confidence", mask_id=2),
-        keys=["canvas", "selected"], expected=dict(canvas=[[0, 0, 2]], selected=[[0, 1]])))
-    cand_logits = [_lnrow([9, 1, 0]), [0.0, 0.0, NEG_INF], _lnrow([3, 1, 0]), _lnrow([1, 1, 0]),
-                   _lnrow([99, 1, 0]), _lnrow([1, 3, 0])]
-    ex.append(dict(
-        name="llada_candidates_prompt_mask_and_block_end", clause="SQ1.4 steps 5-6",
-        note="Canvas [m,0 | m,m | m,m], block 0 ends at 4: the prompt mask (p=0.9) beats the block "
-             "positions; position 4 (p=0.99) is past the block end and cannot be chosen.",
-        function="llada_step",
-        kwargs=dict(logits=[cand_logits], canvas=[[2, 0, 2, 2, 2, 2]], block_end=4, num_transfer=[1],
-                    temperature=0.0, remasking="low_confidence", mask_id=2),
-        keys=["canvas", "confidence", "selected"],
-        expected=dict(canvas=[[0, 0, 2, 2, 2, 2]],
-                      confidence=[[0.9, NEG_INF, 0.75, 0.5, NEG_INF, NEG_INF]], selected=[[0]])))
-    ex.append(dict(
-        name="llada_random_remasking", clause="SQ1.4 step 4",
-        note="remasking='random': scores are the given uniforms, then -inf past the block end and "
-             "at unmasked positions: candidate 3 (0.6) wins over 0.95/0.97 past the end.",
-        function="llada_step",
-        kwargs=dict(logits=[cand_logits], canvas=[[2, 0, 2, 2, 2, 2]], block_end=4, num_transfer=[1],
-                    temperature=0.0, remasking="random", mask_id=2,
-                    remask_uniforms=[[0.1, 0.99, 0.3, 0.6, 0.95, 0.97]]),
-        keys=["canvas", "confidence", "selected"],
-        expected=dict(canvas=[[2, 0, 2, 0, 2, 2]],
-                      confidence=[[0.1, NEG_INF, 0.3, 0.6, NEG_INF, NEG_INF]], selected=[[3]])))
-    ex.append(dict(
-        name="llada_mask_token_proposed_and_too_few_candidates", clause="SQ1.7",
-        note="Position 1 proposes the mask token itself (5/7 > 2/3) and is selected: nothing "
-             "changes.  With k=3 > 2 candidates only the 2 candidates are selected (SQ1.7).",
-        function="llada_step",
-        kwargs=dict(logits=[[[0.0, 0.0, NEG_INF], _lnrow([1, 1, 5]), _lnrow([2, 1, 0])]],
-                    canvas=[[0, 2, 2]], block_end=3, num_transfer=[3], temperature=0.0,
-                    remasking="low_confidence", mask_id=2),
-        keys=["canvas", "selected", "committed"],
-        expected=dict(canvas=[[0, 2, 0]], selected=[[1, 2]], committed=[[2]])))
-    # ---------------------------------------------------------------- Dream
-    ex.append(dict(
-        name="dream_top_p_exact_boundary", clause="SQ2.5",
-        note="probs (1,2,4,3)/10, top_p = 7/10: cumulative 4/10, 7/10 (NOT > 7/10), 9/10 > 7/10 -> "
-             "the crossing token 1 is kept too; token 0 is removed.",
-        function="dream_filtered_distribution_exact",
-        kwargs=dict(weights=[1, 2, 4, 3], inv_temperature=None, top_p=Fraction(7, 10), top_k=None),
-        expected=[Fraction(0), Fraction(2, 9), Fraction(4, 9), Fraction(3, 9)]))
-    ex.append(dict(
-        name="dream_top_p_tie_keeps_lowest_id", clause="SQ2.5, N5",
-        note="probs (1,2,1)/4, top_p = 1/2: order 1 (1/2), then the tie 0, 2 broken to the lowest "
-             "id: 0 crosses (3/4 > 1/2) and is kept, 2 is removed.",
-        function="dream_filtered_distribution_exact",
-        kwargs=dict(weights=[1, 2, 1], inv_temperature=None, top_p=Fraction(1, 2), top_k=None),
-        expected=[Fraction(1, 3), Fraction(2, 3), Fraction(0)]))
-    ex.append(dict(
-        name="dream_top_k_boundary_ties_kept", clause="SQ2.5",
-        note="weights (3,2,2,1), top_k=2: the 2nd largest is 2 and both tokens equal to it are kept.",
-        function="dream_filtered_distribution_exact",
-        kwargs=dict(weights=[3, 2, 2, 1], inv_temperature=None, top_p=None, top_k=2),
-        expected=[Fraction(3, 7), Fraction(2, 7), Fraction(2, 7), Fraction(0)]))
-    ex.append(dict(
-        name="dream_temperature_enters_confidence", clause="SQ2.5",
-        note="weights (3,1): T=0 gives probs (3/4,1/4); T=1/2 divides the logits -> (9/10, 1/10) "
-             "and the confidence is read from the tempered probabilities (cf. LLaDA, untempered).",
-        function="dream_filtered_distribution_exact",
-        kwargs=dict(weights=[3, 1], inv_temperature=2, top_p=None, top_k=None),
-        expected=[Fraction(9, 10), Fraction(1, 10)]))
-    ex.append(dict(
-        name="dream_top_p_at_T0_changes_confidence_not_token", clause="SQ2.5",
-        note="T=0, weights (3,2,1), top_p=1/2: keep {0,1} -> (3/5, 2/5, 0): token 0 either way, "
-             "maskgit_plus confidence 3/5 instead of 1/2.",
-        function="dream_filtered_distribution_exact",
-        kwargs=dict(weights=[3, 2, 1], inv_temperature=None, top_p=Fraction(1, 2), top_k=None),
-        expected=[Fraction(3, 5), Fraction(2, 5), Fraction(0)]))
-    dl = [[[0.0] * 4 + [NEG_INF], _lnrow([6, 4, 0, 0, 0]), _lnrow([5, 2, 2, 1, 0])]]
-    ex.append(dict(
-        name="dream_maskgit_plus_vs_topk_margin", clause="SQ2.4",
-        note="pos 1 probs (.6,.4): p=.6, margin .2; pos 2 probs (.5,.2,.2,.1): p=.5, margin .3. "
-             "maskgit_plus picks pos 1, topk_margin picks pos 2 (k=1, T=0).",
-        function="dream_step",
-        kwargs=dict(logits=dl, canvas=[[0, 4, 4]], alg="maskgit_plus", k=1, mask_id=4),
-        keys=["canvas", "confidence", "selected"],
-        expected=dict(canvas=[[0, 0, 4]], confidence=[[NEG_INF, 0.6, 0.5]], selected=[[1]])))
-    ex.append(dict(
-        name="dream_topk_margin", clause="SQ2.4",
-        note="Same logits, topk_margin: margins (.2, .3) -> pos 2.",
-        function="dream_step",
-        kwargs=dict(logits=dl, canvas=[[0, 4, 4]], alg="topk_margin", k=1, mask_id=4),
-        keys=["canvas", "confidence", "selected"],
-        expected=dict(canvas=[[0, 4, 0]], confidence=[[NEG_INF, 0.2, 0.3]], selected=[[2]])))
-    ent1 = 0.6 * math.log(0.6 + 1e-10) + 0.4 * math.log(0.4 + 1e-10)
-    ent2 = 0.5 * math.log(0.5 + 1e-10) + 2 * 0.2 * math.log(0.2 + 1e-10) + 0.1 * math.log(0.1 + 1e-10)
-    ex.append(dict(
-        name="dream_entropy", clause="SQ2.4",
-        note="Same logits, entropy: sum p log(p+1e-10) = (-0.673, -1.221) -> pos 1 (larger).",
-        function="dream_step",
-        kwargs=dict(logits=dl, canvas=[[0, 4, 4]], alg="entropy", k=1, mask_id=4),
-        keys=["canvas", "confidence", "selected"],
-        expected=dict(canvas=[[0, 0, 4]], confidence=[[NEG_INF, ent1, ent2]], selected=[[1]])))
-    ex.append(dict(
-        name="dream_transfer_count_float32_truncation", clause="SQ2.4",
-        note="eps=1/2, steps=4: grid 1, .875, .75, .625, .5 (exact in float32).  Step 1, m=7: "
-             "float32(.75/.875) = 0.857142865... > 6/7, 1 - it = 0.14285713, 7 * it = 0.99999994 "
-             "-> int 0 (exact arithmetic would give 1).",
-        function="dream_transfer_count",
-        kwargs=dict(mask_counts=[7], step=1, steps=4, eps=0.5), expected=0))
-    ex.append(dict(
-        name="dream_transfer_count_mean_over_rows", clause="SQ2.4",
-        note="rows with 3 and 4 masks: mean 3.5; steps=2, eps=1e-3: 3.5 * (1 - 0.5005) = 1.748 -> 1.",
-        function="dream_transfer_count",
-        kwargs=dict(mask_counts=[3, 4], step=0, steps=2, eps=1e-3), expected=1))
-    ex.append(dict(
-        name="dream_transfer_count_last_step_int_mean", clause="SQ2.4",
-        note="last step: int(mean) = int(2.5) = 2, so the row with 3 masks ends with one mask left "
-             "(per-row clamp: dream_row_counts(2, [3, 2]) = [2, 2]).",
-        function="dream_transfer_count",
-        kwargs=dict(mask_counts=[3, 2], step=1, steps=2, eps=1e-3), expected=2))
-    ex.append(dict(
-        name="dream_origin_reveal_strict", clause="SQ2.3",
-        note="steps=4, eps=1/2, step 0: p = 1 - .875/1 = 1/8; revealed iff u < p: u=0.1 yes, "
-             "u=0.125 (= p) no, the unmasked position 0 is never revealed.",
-        function="dream_origin_step",
-        kwargs=dict(logits=[[[0.0, 1.0, 0.0, NEG_INF]] * 4], canvas=[[0, 3, 3, 3]], step=0, steps=4,
-                    eps=0.5, mask_id=3, uniforms=[[0.0, 0.1, 0.125, 0.2]]),
-        keys=["canvas", "p", "revealed"],
-        expected=dict(canvas=[[0, 1, 3, 3]], p=0.125, revealed=[[1]])))
-    ex.append(dict(
-        name="dream_positions_ties_lowest", clause="SQ2.4, SQ0.4",
-        note="scores (-inf, .5, .5, .25), k=1 -> position 1 (the lower of the tie).",
-        function="dream_select_positions",
-        kwargs=dict(confidences=[[NEG_INF, 0.5, 0.5, 0.25]], k=1), expected=[[1]]))
-    ex.append(dict(
-        name="dream_alg_temp_set_probability", clause="SQ2.4",
-        note="scores (-inf, ln2, 0, 0), alg_temp=1: softmax -> (0, 1/2, 1/4, 1/4); two draws "
-             "without replacement give {1,2} with 1/2*(1/4)/(1/2) + 1/4*(1/2)/(3/4) = 5/12.",
-        function="dream_position_set_probability",
-        kwargs=dict(probs=[Fraction(0), Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)],
-                    positions=[1, 2]),
-        expected=Fraction(5, 12)))
-    ex.append(dict(
-        name="dream_alg_temp_distribution", clause="SQ2.4",
-        note="scores (-inf, ln2, 0, 0) / alg_temp 1/2 -> weights (0, 4, 1, 1) -> (0, 2/3, 1/6, 1/6).",
-        function="dream_position_distribution",
-        kwargs=dict(scores=[NEG_INF, math.log(2), 0.0, 0.0], alg_temp=0.5),
-        expected=[0.0, 2 / 3, 1 / 6, 1 / 6]))
-    # ---------------------------------------------------------------- end to end
-    ex.append(dict(
-        name="e2e_llada_greedy_two_blocks_cfg", clause="SQ1",
-        note="toy_model, prompt [[1, 3(mask), 2]] (a mask inside the prompt), gen_length 4, "
-             "block_length 2, steps 4, cfg_scale 1.5, T=0.  The prompt mask competes, so the "
-             "last position is still a mask at the end.",
-        function="llada_generate",
-        kwargs=dict(model=toy_model, prompt=[[1, 3, 2]], steps=4, gen_length=4, block_length=2,
-                    cfg_scale=1.5, mask_id=3),
-        keys=["canvas", "full_forwards", "forward_rows"],
-        expected=None))
-    ex.append(dict(
-        name="e2e_llada_greedy_padded_batch_tokens_per_step", clause="SQ1.3, N2",
-        note="toy_model, left-padded batch, tokens_per_step=3, gen_length 4, block_length 4.",
-        function="llada_generate",
-        kwargs=dict(model=toy_model, prompt=[[0, 0, 2], [1, 2, 0]],
-                    attention_mask=[[0, 0, 1], [1, 1, 1]], steps=None, gen_length=4,
-                    block_length=4, mask_id=3, tokens_per_step=3),
-        keys=["canvas", "full_forwards", "forward_rows"],
-        expected=None))
-    ex.append(dict(
-        name="e2e_dream_greedy_maskgit_plus", clause="SQ2",
-        note="toy_model, prompt [[1, 2]], max_new_tokens 4, steps 3, eps 1e-3, maskgit_plus, T=0.",
-        function="dream_generate",
-        kwargs=dict(model=toy_model, prompt=[[1, 2]], mask_id=3, max_new_tokens=4, steps=3,
-                    alg="maskgit_plus"),
-        keys=["canvas", "full_forwards"],
-        expected=None))
-    for e in ex:
-        if e["expected"] is None:  # end-to-end: filled in from the recorded values below
-            e["expected"] = _E2E_EXPECTED[e["name"]]
-    return ex
-
-
-_E2E_EXPECTED = {
-    # computed by this oracle and by an independent brute force (same values)
-    "e2e_llada_greedy_two_blocks_cfg": {
-        # the prompt mask (pos 1) takes one of block 0's two commits, position 4 is filled in
-        # block 1 and position 6 is still masked at the end (official behaviour, SQ1.4 step 6)
-        "canvas": [[1, 0, 2, 0, 0, 0, 3]], "full_forwards": 4, "forward_rows": 8},
-    "e2e_llada_greedy_padded_batch_tokens_per_step": {
-        # row 0 equals the unpadded run of prompt [[2]] (SQ0.3): [[2, 2, 1, 0, 1]]
-        "canvas": [[0, 0, 2, 2, 1, 0, 1], [1, 2, 0, 0, 1, 0, 0]], "full_forwards": 2,
-        "forward_rows": 4},
-    "e2e_dream_greedy_maskgit_plus": {
-        # per-step batch counts k = 1, 1, then int(m̄) = 2 on the last step
-        "canvas": [[1, 2, 1, 2, 2, 0]], "full_forwards": 3},
-}
+    return load(__file__, names={"toy_model": toy_model})
 
 
 def _close(a, b):

@@ -5,7 +5,7 @@ production code.  Deliberately naive: loops over ``itertools.product``, exact ``
 wherever a quantity is rational, ``math.log`` / ``math.sqrt`` for the few irrational ones (KL, entropies,
 ``f_V``, L_r roots).  No torch, no numpy, nothing imported from veridec.
 
-Conventions (see /tmp/oracle_reports/theorems.md for the reasoning):
+Conventions:
 
 * A *joint* is a dict mapping n-tuples of symbols to Fractions summing to 1.  Keys may also be strings of
   digits (``"01"`` -> ``(0, 1)``).  Missing tuples have mass 0.  The symbol set ``V`` is given explicitly or
@@ -21,6 +21,8 @@ Conventions (see /tmp/oracle_reports/theorems.md for the reasoning):
 from fractions import Fraction
 import itertools
 import math
+
+from .data import load
 
 F = Fraction
 
@@ -778,186 +780,14 @@ def tc1(joint, V=None):
 
 
 # --------------------------------------------------------------------------------------------------
-# Worked examples (mirrors /tmp/oracle_reports/theorems.md)
+# Worked examples (data: examples/theorems.json)
 # --------------------------------------------------------------------------------------------------
 
 def worked_examples():
-    """Worked examples as data: list of dicts {name, clause, inputs, expected}.  Expected values are
-    exact (Fractions, ints, bools) except the KL / f_V ones, which are floats to compare with
-    math.isclose(rel_tol=1e-12)."""
-    ln = math.log
-    ex = []
-
-    # 1. T1 tightness / T4 counterexample joint
-    ex.append({
-        "name": "t1_tightness", "clause": "T1 Tightness; T4 counterexample joint",
-        "inputs": {"joint": t1_tightness_example(), "x_star": (0, 0)},
-        "expected": {
-            "marginals": [{0: F(4, 5), 1: F(1, 5)}, {0: F(3, 5), 1: F(2, 5)}],
-            "errors": [F(1, 5), F(2, 5)], "S": F(3, 5), "e_max": F(2, 5), "p_star": F(2, 5),
-            "q_star": F(12, 25), "best_alternative": F(2, 5), "maximisers_p": [(0, 0), (0, 1)],
-            "tv": F(4, 25), "t1_hypotheses": False, "t1_certificate_slack": F(0),
-            "t1_conclusion": False, "x_star_unique_argmax_q": True,
-            "t3_realized": {"anchor": 0, "kappa": F(4, 5), "tau": F(3, 5), "condition": False,
-                            "condition_slack": F(0)},
-        }})
-
-    # 2. A certified n = 2 joint, T2 at the boundary eps = 1/(n+1)
-    j2 = {(0, 0): F(7, 10), (0, 1): F(1, 10), (1, 0): F(1, 10), (1, 1): F(1, 10)}
-    kl2 = 0.7 * ln(F(7, 10) / F(16, 25)) + 0.1 * ln(F(1, 10) / F(4, 25)) * 2 + 0.1 * ln(F(1, 10) / F(1, 25))
-    ex.append({
-        "name": "certified_n2_eps_boundary", "clause": "T1, T2 (eps = 1/(n+1), (n+1)eps <= 1 non-strict), T2c, T2d",
-        "inputs": {"joint": j2, "eps": F(1, 3)},
-        "expected": {
-            "errors": [F(1, 5), F(1, 5)], "S": F(2, 5), "e_max": F(1, 5), "p_star": F(7, 10),
-            "q_star": F(16, 25), "tv": F(3, 25), "best_alternative": F(1, 10),
-            "t1_hypotheses": True, "t1_certificate_slack": F(2, 5), "t1_conclusion": True,
-            "t2_hypotheses": True, "t2_conclusion": True,
-            "tv_published_bound": F(5, 6), "tv_tight_bound": F(9, 25), "tv_n_eps_bound": F(2, 3),
-            "kl": kl2, "kl_published_bound": H_b(F(1, 3)),  # (n-1) f_2(1/3) = H_b(1/3) = 0.636514...
-            "kl_published_holds": True, "kl_corrected_holds": True,
-            "lr_power_2": F(9, 625), "lr_2_bound_power": F(1, 25) + 2 * F(4, 25),
-        }})
-
-    # 3. n = 1: published KL bound off, corrected holds, published TV holds
-    j3 = {(0,): F(3, 4), (1,): F(1, 4)}
-    ex.append({
-        "name": "n1_published_kl_off", "clause": "T2d (off at n = 1), T2c at n = 1",
-        "inputs": {"joint": j3, "eps": F(1, 2)},
-        "expected": {
-            "errors": [F(1, 4)], "S": F(1, 4), "e_max": F(1, 4), "p_star": F(3, 4), "q_star": F(3, 4),
-            "tv": F(0), "kl": 0.0, "t2_hypotheses": True, "t2_conclusion": True,
-            "kl_published_bound": 0.0, "kl_published_holds": False, "published_kl_fails": True,
-            "kl_corrected_holds": True, "tv_published_bound": F(1, 2), "tv_published_holds": True,
-            "tv_n_eps_bound": F(1, 2), "t1_hypotheses": True, "t1_certificate_slack": F(1, 2),
-        }})
-
-    # 4. T2b at n = 2, eps = 1/2 (published and repaired constructions coincide)
-    ex.append({
-        "name": "t2b_n2_eps_half", "clause": "T2b",
-        "inputs": {"n": 2, "eps": F(1, 2)},
-        "expected": {
-            "delta": F(5, 12),
-            "joint": {(0, 0): F(1, 6), (1, 0): F(5, 12), (0, 1): F(5, 12)},
-            "confidences": [F(7, 12), F(7, 12)], "maximisers_p": [(0, 1), (1, 0)],
-            "counterexample": True, "hyp_eps": False,
-        }})
-
-    # 5. T2b as published is not a distribution for n = 3, eps = 1/2; the repaired one is
-    ex.append({
-        "name": "t2b_n3_published_invalid", "clause": "T2b (construction off for n >= 3, eps > (n+2)/(n(n+1)))",
-        "inputs": {"n": 3, "eps": F(1, 2)},
-        "expected": {
-            "published_delta": F(3, 8), "published_p_star": F(-1, 8), "published_valid": False,
-            "repaired_delta": F(7, 24), "repaired_p_star": F(1, 8),
-            "repaired_confidences": [F(17, 24)] * 3, "repaired_counterexample": True,
-        }})
-
-    # 6. T3b concatenation counterexample
-    c6 = concatenation_counterexample()
-    ex.append({
-        "name": "t3b_concatenation", "clause": "T3b (off as published)",
-        "inputs": c6,
-        "expected": {
-            "cluster_joint": {(0, 0): F(1, 2), (0, 1): F(2, 5), (1, 0): F(1, 10), (1, 1): F(0)},
-            "cluster_confidences": [F(9, 10), F(3, 5)], "cluster_condition_lhs": F(1, 2),
-            "each_cluster_t3": True, "p_star": F(0), "maximisers_p": [(0, 0, 0, 1), (0, 1, 0, 0)],
-            "union_errors": [F(1, 10), F(2, 5), F(1, 10), F(2, 5)], "union_S_plus_emax": F(7, 5),
-            "published_fails": True, "corrected_hypotheses": False,
-            "q_star": F(729, 2500), "tv": F(683, 1250),
-            # TC1 on the same 4-position joint: order (0, 2, 1, 3), errors (1/10, 1/10, 2/5, 2/5);
-            # k = 3 fails by equality (3/5 + 2/5 = 1), so only the anchors {0, 2} are committed,
-            # and (0, 0) is their unique joint argmax (mass 4/5).
-            "tc1_order": [0, 2, 1, 3], "tc1_k": 2, "tc1_conclusion": True,
-        }})
-
-    # 7. T4 capacities at and off integer boundaries
-    ex.append({
-        "name": "t4_capacities", "clause": "T4 (corrected vs published m_max)",
-        "inputs": {"pairs": [(F(4, 5), F(3, 5)), (F(9, 10), F(7, 10)), (F(3, 4), F(5, 8)),
-                             (F(9, 10), F(3, 4)), (F(9, 10), F(4, 5)), (F(3, 5), F(11, 20)),
-                             (F(19, 20), F(9, 10))]},
-        "expected": {
-            "ratio": [F(2), F(3), F(2), F(18, 5), F(9, 2), F(4, 3), F(19, 2)],
-            "corrected": [0, 1, 0, 2, 3, 0, 8],
-            "published": [1, 2, 1, 2, 3, 0, 8],
-            "published_off": [True, True, True, False, False, False, False],
-        }})
-
-    # 8. T3 certified cluster (flip family), paper-like kappa, tau
-    j8 = {(0, 0, 0): F(2, 5), (1, 0, 0): F(1, 10), (0, 1, 0): F(1, 4), (0, 0, 1): F(1, 4)}
-    ex.append({
-        "name": "t3_certified_cluster", "clause": "T3 (kappa = 9/10, tau = 3/4, m = 2), T1, T5",
-        "inputs": {"joint": j8, "kappa": F(9, 10), "tau": F(3, 4), "anchor": 0},
-        "expected": {
-            "confidences": [F(9, 10), F(3, 4), F(3, 4)], "errors": [F(1, 10), F(1, 4), F(1, 4)],
-            "S": F(3, 5), "e_max": F(1, 4), "p_star": F(2, 5), "q_star": F(81, 160),
-            "condition_lhs": F(3, 5), "condition_slack": F(3, 20), "t3_hypotheses": True,
-            "t3_conclusion": True, "S_plus_emax": F(17, 20), "S_plus_emax_bound": F(17, 20),
-            "tv": F(33, 160), "tv_published_bound_T5": F(31, 40), "tv_tight_bound": F(3, 5),
-            "pq_star": F(17, 160), "pq_star_bound": F(7, 20),
-            "kl_cluster_bound": 2 * H_b(F(1, 4)),
-        }})
-
-    # 9. TC1 prefixes (strict boundary)
-    ex.append({
-        "name": "tc1_prefixes", "clause": "TC1 (sum + max < 1 strict, at least top-1)",
-        "inputs": {"lists": [[F(1, 10), F(1, 5), F(3, 10)], [F(1, 5)] * 4, [F(1, 4)] * 3,
-                             [F(3, 5), F(7, 10)], [], [F(1, 2)], [F(0), F(0), F(1, 2)],
-                             [F(1, 10), F(1, 10), F(1, 10), F(1, 10), F(2, 5)]]},
-        "expected": {"k": [3, 3, 2, 1, 0, 1, 2, 4]},
-    })
-
-    # 10. Product joint (p = q), V = 3
-    p1 = {0: F(1, 2), 1: F(1, 3), 2: F(1, 6)}
-    p2 = {0: F(1, 4), 1: F(3, 4), 2: F(0)}
-    j10 = {}
-    for u in range(3):
-        for v in range(3):
-            j10[(u, v)] = p1[u] * p2[v]
-    ex.append({
-        "name": "product_V3", "clause": "Setting, T1, T5 with p = q",
-        "inputs": {"joint": j10, "V": [0, 1, 2]},
-        "expected": {
-            "x_star": (0, 1), "errors": [F(1, 2), F(1, 4)], "S": F(3, 4), "e_max": F(1, 2),
-            "p_star": F(3, 8), "q_star": F(3, 8), "tv": F(0), "kl": 0.0,
-            "t1_hypotheses": False, "t1_certificate_slack": F(-1, 4), "x_star_unique_argmax_p": True,
-        }})
-
-    # 11. Uniform binary n = 2: marginal ties, lowest-index x*
-    j11 = {(0, 0): F(1, 4), (0, 1): F(1, 4), (1, 0): F(1, 4), (1, 1): F(1, 4)}
-    ex.append({
-        "name": "uniform_ties", "clause": "N5 ties; T1",
-        "inputs": {"joint": j11},
-        "expected": {
-            "x_star": (0, 0), "marginal_argmax_unique": [False, False], "errors": [F(1, 2), F(1, 2)],
-            "S": F(1), "e_max": F(1, 2), "argmax_p": (0, 0), "argmax_p_unique": False,
-            "t1_hypotheses": False, "t1_conclusion": False, "tv": F(0),
-        }})
-
-    # 12. T5 KL line needs tau >= 1/|V| (or x* = marginal argmax)
-    ex.append({
-        "name": "t5_kl_cluster_arbitrary_xstar", "clause": "T5 KL line ('holds for every joint' needs a hypothesis)",
-        "inputs": {"joint": t5_kl_cluster_counterexample(), "x_star": (0, 0, 0)},
-        "expected": {
-            "confidences": [F(1, 2), F(1, 2), F(1, 10)], "anchor": 0, "tau": F(1, 10),
-            "kl": ln(2), "kl_cluster_bound": 2 * H_b(F(1, 10)), "kl_cluster_holds": False,
-            "kl_cluster_hypotheses": False,
-        }})
-
-    # 13. Strict vs non-strict in T2's confidence hypothesis
-    j13 = {(0, 0): F(2, 3), (0, 1): F(0), (1, 0): F(0), (1, 1): F(1, 3)}
-    ex.append({
-        "name": "t2_confidence_strict", "clause": "T2 (p_j(x*_j) > 1 - eps is strict)",
-        "inputs": {"joint": j13, "eps_list": [F(1, 3), F(1, 3) + F(1, 100)]},
-        "expected": {
-            "confidences": [F(2, 3), F(2, 3)], "t2_hypotheses": [False, False],
-            "hyp_confidence": [False, True], "hyp_eps": [True, False],
-            "errors": [F(1, 3), F(1, 3)], "S": F(2, 3), "e_max": F(1, 3),
-            "t1_hypotheses": False, "t1_certificate_slack": F(0), "t1_conclusion": True,
-            "x_star_unique_argmax_p": True, "tv": F(4, 9),
-        }})
-    return ex
+    """Worked examples as data (examples/theorems.json, read by ``data.load``): list of dicts {name, clause,
+    inputs, expected}.  Expected values are exact (Fractions, ints, bools) except the KL / f_V ones, which are
+    floats to compare with math.isclose(rel_tol=1e-12)."""
+    return load(__file__)
 
 
 __all__ = [
