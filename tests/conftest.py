@@ -18,6 +18,22 @@ settings.register_profile("dev", deadline=None, max_examples=20,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_global_state():
+    """Every test starts from the same global state, whatever ran before it: torch's, Python's and numpy's global
+    RNGs seeded, one thread, float32 default dtype (a test's draws never depend on the test order)."""
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(0)
+    random.seed(0)
+    np.random.seed(0)
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float32)
+    yield
+
+
 MODEL_SIZES = dict(hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48)  # head_dim 8
 
 

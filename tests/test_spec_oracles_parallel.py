@@ -635,6 +635,20 @@ def test_factor_level_is_evaluated_in_float64():
     assert int(Factor(1.0).counts(view)[0]) == want
 
 
+def test_factor_levels_are_rounded_once_as_pythons_floats():
+    """The case the test order once drew (issue: a rounding edge of 1 - f/(n + 1)): at f = 2.4999999999999996 the
+    level of rank 4 is 1 - f/5 = 0.50000000000000008 exactly, 0.5000000000000001 in float64 (P4), so c_4 = 0.5
+    fails. torch's number / tensor is reciprocal() * number, two roundings, and gave 0.5: rank 4 passed and the
+    last-rank edge committed all five."""
+    factor = 2.4999999999999996
+    confidences = [0.9, 0.8, 0.7, 0.5, 0.1]
+    conf = torch.tensor([confidences], dtype=torch.float64)
+    ranking, rank = stable_ranking(conf)
+    view = StepView(conf, torch.ones_like(conf, dtype=torch.bool), None, ranking, rank)
+    assert O.factor_count(confidences, factor) == 3
+    assert int(Factor(factor).counts(view)[0]) == 3
+
+
 # ------------------------------------------------------------------------------------- whole decodes
 class Sharpened:
     """A model whose logits are scaled by ``factor`` (confident predictions from a random transformer)."""

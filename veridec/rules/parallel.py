@@ -103,7 +103,8 @@ class Factor:
     def counts(self, view: StepView) -> torch.Tensor:
         sorted_conf = view.confidence.gather(1, view.ranking)  # [B, W] descending, -inf past N
         n = torch.arange(1, sorted_conf.shape[1] + 1, device=sorted_conf.device, dtype=torch.float64)[None]  # [1, W]
-        ok = passes(sorted_conf, 1 - self.factor / (n + 1), self.inclusive) | (n == 1)  # rank 1 is forced
+        levels = 1 - torch.full_like(n, self.factor) / (n + 1)  # [1, W] correctly rounded, as Python's floats
+        ok = passes(sorted_conf, levels, self.inclusive) | (n == 1)  # rank 1 is forced
         failed = ~ok & (n <= view.count[:, None])
         first_fail = torch.where(failed.any(dim=1), failed.float().argmax(dim=1), view.count)  # 0-based, or N
         if self.last_rank == "commit":
