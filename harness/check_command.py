@@ -12,6 +12,7 @@ from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 from veridec.testing.models import MODEL_NAMES
+from veridec.testing.upstream import UPSTREAM_MODES
 
 from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
 
@@ -43,6 +44,12 @@ def add_parser(commands) -> None:
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
                      help="tier A: the stored metrics to hold the run against (written when missing)")
+    chk.add_argument("--upstream-defects", choices=UPSTREAM_MODES, default="match",
+                     help="where the official code fails or deviates (spec EC6): match (a candidate that does the "
+                          "same passes, counted apart), fail (ask for better than upstream), skip (leave such "
+                          "cases out)")
+    chk.add_argument("--no-knobs", action="store_true",
+                     help="tiers E and A: skip the search for settings that change nothing on the candidate's side")
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
@@ -63,7 +70,8 @@ def run_check_command(args) -> int:
                                tier=args.tier, max_examples=args.trials,
                                seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
                                baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
-                               alpha=args.alpha, delta=args.delta, samples=args.samples)
+                               alpha=args.alpha, delta=args.delta, samples=args.samples,
+                               upstream_defects=args.upstream_defects, knobs=not args.no_knobs)
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
     report = result.markdown()

@@ -113,7 +113,7 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     x = take_step(run, x, block, 0, at_start, logits, attentions, window)
     step = 1
     while masks_in(x, block, run.mask_id).any() or run.hook.forward_after_completion(step):
-        check_progress(step, block.index, budget)
+        check_progress(step, block.index, budget, run.trace)
         if run.cache == "none":
             logits, attentions, window, _ = refresh(run, x)
         else:

@@ -118,7 +118,7 @@ class _Run:
         self.trace.counters.add_forward(rows=1, queries=self.x.shape[1])
         offset, logits, steps, pending = 0, out.logits, 0, None
         while (self.x[:, start:end] == self.mask_id).any():
-            check_progress(steps, block, budget)
+            check_progress(steps, block, budget, self.trace)
             after, record, view = pending or self.step(logits, offset, end)  # R's step: S -> S'
             record(block)
             steps += 1

@@ -45,7 +45,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
                              sampled=temperature > 0 or remasking == "random")
         step = 0
         while (x[:, start:end] == mask_id).any():
-            check_progress(step, block, budget)
+            check_progress(step, block, budget, trace)
             out = model(x, attention_mask=attention_mask, output_attentions=True) if needs_attention else \
                 model(x, attention_mask=attention_mask)
             trace.counters.add_forward(rows=batch, queries=x.shape[1])

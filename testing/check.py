@@ -20,11 +20,12 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import HypothesisException
 
 from veridec.adapters import adapt
-from veridec.rules.common import TIES
+from veridec.rules.common import TIES, check_choice
 
 from .candidates import fit_candidate
 from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE, CaseOutcome
 from .exact_law import check_law_target, is_oracle, oracle_cases
+from .knobs import knob_findings
 from .models import load_check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .running import CheckSetup
@@ -32,6 +33,7 @@ from .stochastic import check_probability
 from .strategies import cases
 from .targets import target
 from .tiers import Tier, tier_named
+from .upstream import UPSTREAM_MODES
 
 
 @dataclass
@@ -48,6 +50,10 @@ class CheckResult:
     trials: int = 0
     numeric_ties: int = 0  # divergences excused as within numeric_error
     skipped: int = 0
+    upstream_defects: dict = field(default_factory=dict)  # clause -> cases reproducing that official defect
+    upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
+    knobs: dict = field(default_factory=dict)  # setting -> effective | no effect | not exercised (spec EC7)
+    knob_failures: list = field(default_factory=list)  # the knobs without effect: sentence, case, the two values
     trials_to_detection: int | None = None
     failure: CaseOutcome | None = None
     first_failing_case: dict | None = None  # the case that first failed, before shrinking
@@ -72,25 +78,25 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   convention: str | None = None, settings=None, tier: str = "E", max_examples: int | None = None,
                   seed: int = 0, max_batch: int = 3, padding: bool | None = None, numeric_error: float = 0.0,
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
-                  ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05,
-                  samples: int | None = None) -> CheckResult:
+                  ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
+                  upstream_defects: str = "match", knobs: bool = True) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
-    ``model``: a name (default, hmm, tiny-llada, tiny-dream), a model folder, or a model object. ``settings``: a
-    dict (or a strategy of dicts) of settings held fixed. ``max_batch`` / ``padding``: what the candidate
-    supports (padding defaults to whether it takes an ``attention_mask``). Tier "E" fails on the first
-    divergence and shrinks it; tier "A" runs every case and measures (``case_metrics``) the exact rate, token and
-    commit-order match, the logit error of the candidate's cached calls and both sides' counters, failing only
-    where worse than ``baseline`` (a previous ``metrics``). Tier "S" compares output laws at temperature > 0 from
-    independent samples (spec/stochastic.md): false-alarm rate at most ``alpha`` over the whole check, a TV of
-    ``delta`` detected with probability 0.95 per test (``samples`` per side derived from both unless given); on
-    an oracle model (``oracle-joint``, ``oracle-hmm`` or an Oracle) the candidate's samples are held against the
-    exact law of the target's decode instead (ST7).
+    ``model``: a name (default, hmm, tiny-llada, tiny-dream, oracle-joint, oracle-hmm), a folder, or a model.
+    ``settings``: a dict (or a strategy of dicts) held fixed. ``max_batch`` / ``padding``: what the candidate
+    supports (padding: whether it takes an ``attention_mask`` unless told). Tier "E" fails on the first divergence
+    and shrinks it; "A" runs every case and measures (``case_metrics``), failing only where worse than
+    ``baseline``; "S" compares output laws at temperature > 0 (false alarms at most ``alpha``, a TV of ``delta``
+    detected with probability 0.95 per test, ``samples`` per side derived unless given; on an oracle model,
+    against the exact law of the target's decode, ST7). ``upstream_defects`` (spec EC6): where the official loop
+    the target is exact to fails or deviates, a candidate that does the same "match"es (counted apart), "fail"s
+    (better than upstream asked for), or the case is "skip"ped. ``knobs`` (E and A, drawn cases, spec EC7): a
+    setting that moves the target but not the candidate fails the check.
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     mode = tier_named(tier)
     max_examples = mode.default_cases if max_examples is None else max_examples
-    _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples)
+    _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, upstream_defects)
     goal = target(against, cache, convention)
     convention = convention or goal.convention
     model_name = model if isinstance(model, str) else type(model).__name__
@@ -98,29 +104,30 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
     exact_law = mode.sampled and is_oracle(model)
-    strategy = _strategy(exact_law, mode, model, goal, fit, cache, max_batch, padding, settings)
+    names = {n for n in goal.settings if fit.takes(n)}  # the settings both sides take
+    strategy = _strategy(exact_law, mode, model, goal, fit, names, cache, max_batch, padding, settings)
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
-                         source=getattr(candidate, "__veridec_source__", None),
-                         module=getattr(candidate, "__module__", None), alpha=alpha, delta=delta,
-                         samples=samples)
+                         source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
+                         None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects)
     level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, ties, numeric_error, mode.measures_logits,
-                       level, samples, delta, progress)
+                       level, samples, delta, progress, upstream_defects)
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, progress, case)
     if mode.uses_baseline:
         _judge_against_baseline(result, baseline)
+    if knobs and case is None and not mode.sampled:
+        _judge_knobs(result, knob_findings(setup, strategy, names, seed))
     if result.failure is not None:
-        result.reproducer = reproducer_snippet(result, goal, fit, model_name, against, cache)
-        result.command = reproducer_command(result, against, model_name, cache)
+        result.reproducer, result.command = reproducer_snippet(result, goal, fit, model_name, against, cache), \
+            reproducer_command(result, against, model_name, cache)
     return result
 
 
-def _strategy(exact_law: bool, mode: Tier, model, goal, fit, cache: str, max_batch: int, padding: bool | None,
-              settings):
+def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: str, max_batch: int,
+              padding: bool | None, settings):
     """The cases a check draws: small one-row cases on an oracle (ST7), else cases of the settings the candidate
     names (padding drawn where it takes an ``attention_mask`` unless told)."""
-    names = {n for n in goal.settings if fit.takes(n)}
     if exact_law:
         check_law_target(goal, cache)
         return oracle_cases(model, names)
@@ -128,8 +135,18 @@ def _strategy(exact_law: bool, mode: Tier, model, goal, fit, cache: str, max_bat
     return cases(model, goal, names, fit.defaults, max_batch, padding, settings, sampled=mode.sampled)
 
 
-def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples) -> None:
+def _judge_knobs(result: CheckResult, findings: list) -> None:
+    """The knobs' verdicts into the result; a knob without effect fails it (its case kept for the report)."""
+    result.knobs = {finding.name: finding.verdict for finding in findings}
+    idle = [finding for finding in findings if finding.verdict == "no effect"]
+    if idle:
+        result.passed = False
+        result.knob_failures = [{"sentence": f.sentence(), "case": f.case, "values": list(f.values)} for f in idle]
+
+
+def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, upstream) -> None:
     """check_decoder's numbers and choices, each refused with its name and what it accepts."""
+    check_choice("upstream_defects", upstream, UPSTREAM_MODES)
     check_probability("alpha", alpha)
     check_probability("delta", delta)
     if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 2):
@@ -183,6 +200,7 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
             result.trials += 1
             bar.update(1)
             result.numeric_ties += outcome.verdict == "tie"
+            count_upstream(result, outcome)
             counted.append(outcome)
         if outcome.failed and not mode.runs_every_case:
             failures.append(outcome)
@@ -209,10 +227,18 @@ def _replay(run_one, case: dict, result: CheckResult, mode: Tier) -> None:
     if outcome.verdict == "skipped":
         raise ValueError(f"case: {outcome.problems[0]}")
     result.trials, result.numeric_ties = 1, int(outcome.verdict == "tie")
+    count_upstream(result, outcome)
     result.metrics = mode.metrics([outcome])
     if outcome.failed:
         result.passed, result.trials_to_detection, result.failure = False, 1, outcome
         result.first_failing_case = outcome.case
+
+
+def count_upstream(result: CheckResult, outcome) -> None:
+    """A case that reproduced an official defect is counted apart, by the clause that documents it."""
+    if outcome.verdict == "upstream":
+        clause = outcome.defect.clause
+        result.upstream_defects[clause] = result.upstream_defects.get(clause, 0) + 1
 
 
 def _checked_case(case: dict) -> dict:

@@ -2,7 +2,10 @@
 calls), counters (model calls, full forwards, query positions; spec N8), a reported ``nfe`` and Dream's hook calls
 are compared. A divergence is excused only as a numeric tie: its decision margin is at most the setup's
 ``numeric_error`` (0 by default: the candidate's forwards are the target's own, so exact ties are decided by the
-lowest-index rule, spec SQ0.4). ``case_metrics`` are tier A's measures over the cases run (spec EC3).
+lowest-index rule, spec SQ0.4). Where the official code fails or deviates (``upstream.defect_of``, spec EC6) a
+candidate that fails there, or deviates there, reproduces the official defect ("upstream"), unless the setup asks
+for better than upstream (``upstream="fail"``) or to leave such cases out (``"skip"``). ``case_metrics`` are tier
+A's measures over the cases run (spec EC3).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
 
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
+from .upstream import UpstreamDefect, defect_of
 
 COST_FIELDS = ("model_calls", "full_forwards", "query_positions")  # the counters both sides are held to (N8)
 
 @dataclass
 class CaseOutcome:
     case: dict
-    verdict: str  # "exact" | "tie" | "diverged" | "skipped"
+    verdict: str  # "exact" | "tie" | "upstream" (reproduces an official defect) | "diverged" | "skipped"
     problems: list[str] = field(default_factory=list)
     divergence: Divergence | None = None
     diagnosis: dict = field(default_factory=dict)
@@ -30,6 +34,7 @@ class CaseOutcome:
     candidate: Side = field(default_factory=Side)
     token_match: float | None = None
     commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
+    defect: UpstreamDefect | None = None  # where the official code fails or deviates on this case
 
     @property
     def failed(self) -> bool:
@@ -46,13 +51,59 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
     except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
         return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     ours = run_target(setup, prompt, mask, case)
-    if ours.error is not None:
+    defect = upstream_defect(setup, case, ours, prompt, mask)
+    if ours.error is not None and defect is None:
         return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
-    limit = 2 * ours.counters.model_calls + CALL_SLACK
-    theirs = run_candidate(setup, prompt, mask, case, limit, setup.measure_logits)
-    outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs)
-    _compare(outcome, model, prompt, mask, setup.numeric_error)
+    if defect is not None and setup.upstream == "skip":
+        return CaseOutcome(case, "skipped", [f"the official code fails here: {defect} (upstream defects skipped)"],
+                           target=ours, defect=defect)
+    counters = ours.counters or ours.trace.counters  # a stalled target: its calls until it stopped
+    theirs = run_candidate(setup, prompt, mask, case, 2 * counters.model_calls + CALL_SLACK, setup.measure_logits)
+    outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs, defect=defect)
+    if defect is None:
+        _compare(outcome, model, prompt, mask, setup.numeric_error)
+    else:
+        _judge_at_defect(outcome, model, prompt, mask, setup)
     return outcome
+
+
+def upstream_defect(setup: CheckSetup, case: dict, ours: Side, prompt, mask) -> UpstreamDefect | None:
+    """Where the official loop the target is exact to fails or deviates on ``case`` (None: nowhere, or a target
+    exact to no official loop)."""
+    family = setup.goal.upstream
+    if family is None or ours.trace is None:
+        return None
+    return defect_of(family, case, ours.trace.steps, ours.stalled, setup.model, prompt, mask)
+
+
+def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetup) -> None:
+    """A case where the official code fails: a candidate that fails too (any error, or past the call limit)
+    reproduces it; one that completes must equal the target, or, where the official code completes otherwise
+    (``deviates``), may differ from the defect's step on."""
+    theirs, defect, problems = outcome.candidate, outcome.defect, outcome.problems
+    if theirs.error is not None and defect.kind != "deviates":
+        _reproduces(outcome, setup, f"the candidate fails where the official code does ({theirs.error})")
+        return
+    if theirs.error is None and outcome.target.canvas is None:  # endless upstream, a stall here
+        outcome.verdict = "skipped"
+        problems.append(f"the official loop never ends here ({defect}) and the target stalls; the candidate "
+                        "completed, which nothing here can check")
+        return
+    _compare(outcome, model, prompt, mask, setup.numeric_error)
+    divergence = outcome.divergence
+    if outcome.failed and defect.kind == "deviates" and theirs.error is None and \
+            (divergence is None or divergence.step >= defect.at_step):
+        problems.clear()
+        _reproduces(outcome, setup, f"the candidate deviates from step {defect.at_step} on, as the official code")
+
+
+def _reproduces(outcome: CaseOutcome, setup: CheckSetup, how: str) -> None:
+    """The candidate does what the official code does at its defect: a match, or (upstream="fail") a failure."""
+    if setup.upstream == "match":
+        outcome.verdict = "upstream"
+        return
+    outcome.verdict = "diverged"
+    outcome.problems.append(f"{how}: official defect {outcome.defect}; better than upstream was asked for")
 
 
 def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
@@ -147,7 +198,8 @@ def case_metrics(outcomes: list[CaseOutcome]) -> dict:
     mean = lambda values: sum(values) / len(values) if values else None
     orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
     errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
-    metrics = {"cases": len(outcomes), "exact_rate": mean([o.verdict in ("exact", "tie") for o in outcomes]),
+    metrics = {"cases": len(outcomes),
+               "exact_rate": mean([o.verdict in ("exact", "tie", "upstream") for o in outcomes]),
                "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
                "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None)}
     for side in ("target", "candidate"):

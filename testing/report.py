@@ -36,10 +36,13 @@ def markdown(result) -> str:
     lines = [f"# veridec check: {verdict}", "",
              f"- candidate: `{result.candidate}`", f"- against: {result.against} (convention {result.convention}, "
              f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
-             f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {result.skipped} refused by the "
-             "target)"]
+             f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {_upstream_count(result)}"
+             f"{result.skipped} refused by the target)"]
     if TIERS[result.tier].reports_metrics:
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
+    if result.knobs:
+        lines.append("- knobs: " + ", ".join(f"{name} {verdict}" for name, verdict in result.knobs.items()))
+    lines += _knob_lines(result)
     failure = result.failure
     if failure is None:
         return "\n".join(lines) + "\n"
@@ -55,6 +58,24 @@ def markdown(result) -> str:
               "", "## Case", "```json", json.dumps(failure.case), "```",
               "", "## Reproduce", "```python", result.reproducer.rstrip(), "```", "```sh", result.command, "```"]
     return "\n".join(lines) + "\n"
+
+
+def _knob_lines(result) -> list[str]:
+    """Each knob without effect (spec EC7): what moved, and the case (rerun it with either value)."""
+    lines = []
+    for finding in result.knob_failures:
+        lines += ["", "## A knob without effect", f"- {finding['sentence']}", "```json", json.dumps(finding["case"]),
+                  "```"]
+    return lines
+
+
+def _upstream_count(result) -> str:
+    """The cases that reproduced an official defect, by clause (spec EC6), or nothing when there were none."""
+    if not result.upstream_defects:
+        return ""
+    total = sum(result.upstream_defects.values())
+    clauses = ", ".join(f"{clause} x{count}" for clause, count in sorted(result.upstream_defects.items()))
+    return f"{total} reproduce official defects ({clauses}), "
 
 
 def _law_lines(result) -> list[str]:
@@ -89,7 +110,7 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
     the case, whose samples are drawn from seeds derived from it). ``against`` and ``cache`` as check_decoder
     was given them."""
     case = result.failure.case
-    load = (f'candidate = load_candidate("{result.source}")' if result.source else
+    load = (f"candidate = load_candidate({result.source!r})" if result.source else
             f"from {result.module} import {result.candidate.split('.')[0]} as candidate")
     if TIERS[result.tier].sampled:
         named = isinstance(against, str)
@@ -134,6 +155,8 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
     words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
              "--cache", cache, "--convention", result.convention, "--model", model_name,
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]
+    if result.upstream != "match":
+        words[-2:-2] = ["--upstream-defects", result.upstream]
     if TIERS[result.tier].sampled:
         words[-2:-2] = ["--tier", "S", "--alpha", str(result.alpha), "--delta", str(result.delta)]
         if result.samples is not None:

@@ -11,6 +11,7 @@ import torch
 
 from veridec.adapters import adapt
 from veridec.canvas import initial_canvas
+from veridec.decoding import DecodeStalled
 from veridec.recording import CallLimitExceeded, RecordingModel
 
 from .candidates import CandidateError, Fit, call_candidate
@@ -39,6 +40,7 @@ class CheckSetup:
     samples: int | None = None
     delta: float = 0.05
     progress: bool = False
+    upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Side:
     nfe: int | None = None
     error: str | None = None
     logit_error: float | None = None  # tier A: its cached calls' largest logit error against full forwards
+    stalled: bool = False  # the decode stopped at its step budget (``trace``: as far as it got)
     hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
 
 
@@ -91,7 +94,9 @@ def run_target(setup: CheckSetup, prompt, mask, case) -> Side:
         settings, hook_calls = live_hooks(goal.settings_of(case))
         decoded = goal.decode(setup.model, prompt, mask, setup.ties, **settings)
         return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
-    except (ValueError, RuntimeError) as err:  # invalid settings for it, or the model stalls the decode
+    except DecodeStalled as err:  # the model proposes the mask token where nothing else commits
+        return Side(trace=err.trace, error=f"RuntimeError: {err}", stalled=True)
+    except (ValueError, RuntimeError) as err:  # invalid settings for it
         return Side(error=f"{type(err).__name__}: {err}")
 
 

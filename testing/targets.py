@@ -36,6 +36,7 @@ class Target:
     call: str = ""  # how the reproducer calls it
     fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
+    upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
@@ -50,30 +51,34 @@ def _veridec(decoder, **fixed):
 TARGETS = {
     ("llada", "none"): Target("llada", "llada", _veridec(llada.generate),
                               (*BLOCK_SETTINGS, "cfg_scale", "logits_eos_inf", "confidence_eos_eot_inf"),
-                              call="veridec.reference.llada.generate"),
+                              call="veridec.reference.llada.generate", upstream="llada"),
     ("fastdllm", "none"): Target("fastdllm", "llada", _veridec(fastdllm_reference.generate),
-                                 FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate"),
+                                 FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate",
+                                 upstream="fastdllm/current/none"),
     ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm", _veridec(fast.generate_with_prefix_cache),
                                    FASTDLLM_SETTINGS,
-                                   call="veridec.optimized.fastdllm.generate_with_prefix_cache"),
+                                   call="veridec.optimized.fastdllm.generate_with_prefix_cache",
+                                   upstream="fastdllm/current/prefix"),
     ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache),
                                  FASTDLLM_SETTINGS,
-                                 call="veridec.optimized.fastdllm.generate_with_dual_cache"),
+                                 call="veridec.optimized.fastdllm.generate_with_dual_cache",
+                                 upstream="fastdllm/current/dual"),
     ("fastdllm-2025-06", "none"): Target("fastdllm-2025-06", "llada", _veridec(fastdllm_reference.generate),
-                                         (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate"),
+                                         (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate",
+                                         upstream="fastdllm/legacy/none"),
     ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
                                            _veridec(fast.generate_with_prefix_cache, legacy_loop=True),
                                            (*BLOCK_SETTINGS, "threshold"),
                                            call="veridec.optimized.fastdllm.generate_with_prefix_cache",
-                                           fixed="legacy_loop=True, "),
+                                           fixed="legacy_loop=True, ", upstream="fastdllm/legacy/prefix"),
     ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
                                          _veridec(fast.generate_with_dual_cache, legacy_loop=True),
                                          (*BLOCK_SETTINGS, "threshold"),
                                          call="veridec.optimized.fastdllm.generate_with_dual_cache",
-                                         fixed="legacy_loop=True, "),
+                                         fixed="legacy_loop=True, ", upstream="fastdllm/legacy/dual"),
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
-                              call="veridec.reference.dream.diffusion_generate"),
+                              call="veridec.reference.dream.diffusion_generate", upstream="dream"),
 }
 AGAINST = sorted({name for name, _ in TARGETS})
 

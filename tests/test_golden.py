@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tools.golden.checkpoints import content_sha256, load_checkpoints
-from tools.golden.replay import DEFECTS, ignores_padding, run_veridec, same_run
+from tools.golden.replay import DEFECTS, replay_case
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "golden.json").read_text())
@@ -87,67 +87,42 @@ def test_sources_are_recorded():
         assert len(source["commit"]) == 40 and len(source["sha256"]) == 64, role
 
 
-def check(case: dict, model) -> str | None:
-    """None when veridec reproduces the case as ``expect`` says; otherwise what differs."""
-    official, expect = case["official"], case["expect"]
-    if expect == "equal":
-        got = run_veridec(case, model)
-        return None if same_run(got, official) else f"veridec {_brief(got)} != official {_brief(official)}"
-    if expect == "padding_ignored_upstream":
-        without, honoured = run_veridec(case, model, honour_padding=False), run_veridec(case, model)
-        if not same_run(without, official):
-            return f"padding ignored: veridec {_brief(without)} != official {_brief(official)}"
-        if not same_run(honoured, case["veridec"]):
-            return f"padding honoured: veridec {_brief(honoured)} != recorded {_brief(case['veridec'])}"
-        if (honoured["canvas"] != official["canvas"]) != case["differs"]:
-            return "the documented difference changed"
-        return None
-    if expect == "row_clamp":
-        got = run_veridec(case, model)
-        mask_id = case["settings"]["mask_token_id"]
-        remask = next(i for i, step in enumerate(official["steps"]) if any(t == mask_id for _, _, t in step))
-        if not same_run(got, case["veridec"]):
-            return f"veridec {_brief(got)} != recorded {_brief(case['veridec'])}"
-        if got["steps"][:remask] != official["steps"][:remask] or got["canvas"] == official["canvas"]:
-            return "the steps before the official re-masking differ, or the outputs no longer differ"
-        return None
-    if expect == "upstream_defect":
-        if case["defect"] not in DEFECTS.values() or official["status"] not in ("error", "capped"):
-            return f"undocumented upstream failure {official.get('error')}"
-        got, recorded = run_veridec(case, model), case["veridec"]
-        if not same_run(got, recorded) or got.get("error") != recorded.get("error"):
-            return f"veridec {_brief(got)} != recorded {_brief(recorded)}"
-        common = case["common_steps"]
-        if got["steps"][:common] != official["steps"][:common] or \
-                (got["status"] == "ok" and common != len(official["steps"])):
-            return "the steps before the upstream failure differ"
-        return None
-    if expect == "near_tie":
-        run_veridec(case, model, honour_padding=not ignores_padding(case))
-        return None
-    if expect == "disagreement":  # a reported difference of veridec's (``cause``), held until it is resolved
-        got, recorded = run_veridec(case, model, honour_padding=not ignores_padding(case)), case["veridec"]
-        if not same_run(got, recorded) or got.get("error") != recorded.get("error"):
-            return f"veridec changed: {_brief(got)} != recorded {_brief(recorded)}; re-record and reclassify"
-        if got["steps"][: case["common_steps"]] != official["steps"][: case["common_steps"]]:
-            return "the steps both took differ"
-        return None
-    return f"unknown expectation {expect}"
-
-
-def _brief(run: dict) -> str:
-    if run["status"] != "ok":
-        return f"{run['status']} {run.get('error', '')}"[:120]
-    return f"canvas {run['canvas']} nfe {run['nfe']}"
-
-
 @pytest.mark.parametrize("group", GROUPS)
 def test_golden_cases(group, models):
     started, failures, counts = time.perf_counter(), [], Counter()
     for case in (c for c in CASES if f"{c['sampler']}/{c['variant']}" == group):
-        problem = check(case, models[case["checkpoint"]])
+        problem = replay_case(case, models[case["checkpoint"]])
         counts[case["expect"]] += 1
         if problem:
             failures.append(f"{case['id']} ({case['expect']}, {case['settings']}): {problem}")
     print(f"{group}: {dict(counts)} in {time.perf_counter() - started:.1f} s")
     assert not failures, f"{len(failures)} of {sum(counts.values())} cases:\n" + "\n".join(failures[:20])
+
+
+def test_the_replay_fails_when_any_recorded_field_differs(models):
+    """A negative control per field the replay holds: a recording changed in its canvas, forward count, one
+    forward's commits, its status (the stop reason), the recorded error of ours or a documented difference fails."""
+    def first(expect: str, **where) -> dict:
+        return next(c for c in CASES if c["expect"] == expect and all(c.get(k) == v for k, v in where.items()))
+
+    def changed(case: dict, path: tuple, value) -> dict:
+        copy = json.loads(json.dumps(case))
+        parent = copy
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = value(parent[path[-1]])
+        return copy
+
+    equal = first("equal", sampler="fastdllm", variant="current/dual")
+    defect = next(c for c in CASES if c["expect"] == "upstream_defect" and c["veridec"]["status"] == "error")
+    padded = first("padding_ignored_upstream")
+    edits = [(equal, ("official", "canvas", 0, -1), lambda t: t + 1),
+             (equal, ("official", "nfe"), lambda n: n + 1),
+             (equal, ("official", "steps", 0), lambda step: step[1:]),
+             (equal, ("official", "status"), lambda _: "error"),
+             (defect, ("veridec", "error"), lambda e: e + " (changed)"),
+             (defect, ("official", "status"), lambda _: "ok"),
+             (padded, ("differs",), lambda d: not d)]
+    assert all(replay_case(case, models[case["checkpoint"]]) is None for case in (equal, defect, padded))
+    for case, path, value in edits:
+        assert replay_case(changed(case, path, value), models[case["checkpoint"]]) is not None, path

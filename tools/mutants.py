@@ -139,8 +139,8 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/rules: parallel
     Mutant(
         "factor-n-instead-of-n-plus-1", "veridec/rules/parallel.py",
-        "ok = passes(sorted_conf, 1 - self.factor / (n + 1), self.inclusive) | (n == 1)",
-        "ok = passes(sorted_conf, 1 - self.factor / n, self.inclusive) | (n == 1)",
+        "levels = 1 - torch.full_like(n, self.factor) / (n + 1)",
+        "levels = 1 - torch.full_like(n, self.factor) / n",
         "the factor rule's level is 1 - f/n instead of 1 - f/(n + 1)",
         "spec/parallel.md P4", (RULES, FASTDLLM)),
     # the three bugs tests/test_spec_oracles_parallel.py found (fixed), kept so that they stay dead

@@ -35,10 +35,19 @@ def step_budget(candidates: torch.Tensor, rule, sampled: bool = False) -> int:
     return budget * SAMPLED_PATIENCE if sampled else budget
 
 
-def check_progress(step: int, block: int, budget: int) -> None:
+class DecodeStalled(RuntimeError):
+    """A block stopped progressing: its decode would repeat itself (or, sampled, wander) past its step budget.
+    ``trace``: the decode's trace as far as it got."""
+
+    def __init__(self, message: str, trace=None):
+        super().__init__(message)
+        self.trace = trace
+
+
+def check_progress(step: int, block: int, budget: int, trace=None) -> None:
     """Every rule commits a candidate per step unless the model proposes the mask token itself."""
     if step > budget:
-        raise RuntimeError(f"block {block} stalled after {step} steps: the model predicts the mask token")
+        raise DecodeStalled(f"block {block} stalled after {step} steps: the model predicts the mask token", trace)
 
 
 def check_rule(rule) -> None:

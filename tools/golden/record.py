@@ -637,7 +637,8 @@ class MarginProbe:
                     self.note("threshold", float((c[1:] - rule.threshold).abs().min()), self.tol_conf)
                 if isinstance(rule, Factor) and len(c) > 1:
                     n = torch.arange(2, len(c) + 1, dtype=torch.float64, device=c.device)
-                    self.note("factor", float((c[1:] - (1 - rule.factor / (n + 1))).abs().min()), self.tol_conf)
+                    levels = 1 - torch.full_like(n, rule.factor) / (n + 1)  # as the rule evaluates them
+                    self.note("factor", float((c[1:] - levels).abs().min()), self.tol_conf)
             return result
         return wrapped
 

@@ -8,6 +8,8 @@ import itertools
 
 import torch
 
+from veridec.decoding import DecodeStalled
+
 # ------------------------------------------------------------------------------------ veridec's side
 def case_inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
     prompt = torch.tensor(case["prompt"], dtype=torch.long, device="cpu")
@@ -65,7 +67,10 @@ def run_veridec(case: dict, model, *, honour_padding: bool = True) -> dict:
 
 
 def describe(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+    """``Type: first line`` as recorded; a stall is named by its built-in class (RuntimeError), as it was when the
+    data was recorded."""
+    name = "RuntimeError" if isinstance(err, DecodeStalled) else type(err).__name__
+    return f"{name}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
 
 
 def same_run(a: dict, b: dict) -> bool:
@@ -165,3 +170,58 @@ def summary(golden: dict) -> dict:
         row = table.setdefault(key, {})
         row[case["expect"]] = row.get(case["expect"], 0) + 1
     return table
+
+
+def replay_case(case: dict, model) -> str | None:
+    """None when veridec reproduces the recorded case as its ``expect`` says (tests/test_golden.py lists the
+    expectations); otherwise what differs."""
+    official, expect = case["official"], case["expect"]
+    if expect == "equal":
+        got = run_veridec(case, model)
+        return None if same_run(got, official) else f"veridec {_brief(got)} != official {_brief(official)}"
+    if expect == "padding_ignored_upstream":
+        without, honoured = run_veridec(case, model, honour_padding=False), run_veridec(case, model)
+        if not same_run(without, official):
+            return f"padding ignored: veridec {_brief(without)} != official {_brief(official)}"
+        if not same_run(honoured, case["veridec"]):
+            return f"padding honoured: veridec {_brief(honoured)} != recorded {_brief(case['veridec'])}"
+        if (honoured["canvas"] != official["canvas"]) != case["differs"]:
+            return "the documented difference changed"
+        return None
+    if expect == "row_clamp":
+        got = run_veridec(case, model)
+        mask_id = case["settings"]["mask_token_id"]
+        remask = next(i for i, step in enumerate(official["steps"]) if any(t == mask_id for _, _, t in step))
+        if not same_run(got, case["veridec"]):
+            return f"veridec {_brief(got)} != recorded {_brief(case['veridec'])}"
+        if got["steps"][:remask] != official["steps"][:remask] or got["canvas"] == official["canvas"]:
+            return "the steps before the official re-masking differ, or the outputs no longer differ"
+        return None
+    if expect == "upstream_defect":
+        if case["defect"] not in DEFECTS.values() or official["status"] not in ("error", "capped"):
+            return f"undocumented upstream failure {official.get('error')}"
+        got, recorded = run_veridec(case, model), case["veridec"]
+        if not same_run(got, recorded) or got.get("error") != recorded.get("error"):
+            return f"veridec {_brief(got)} != recorded {_brief(recorded)}"
+        common = case["common_steps"]
+        if got["steps"][:common] != official["steps"][:common] or \
+                (got["status"] == "ok" and common != len(official["steps"])):
+            return "the steps before the upstream failure differ"
+        return None
+    if expect == "near_tie":
+        run_veridec(case, model, honour_padding=not ignores_padding(case))
+        return None
+    if expect == "disagreement":  # a reported difference of veridec's (``cause``), held until it is resolved
+        got, recorded = run_veridec(case, model, honour_padding=not ignores_padding(case)), case["veridec"]
+        if not same_run(got, recorded) or got.get("error") != recorded.get("error"):
+            return f"veridec changed: {_brief(got)} != recorded {_brief(recorded)}; re-record and reclassify"
+        if got["steps"][: case["common_steps"]] != official["steps"][: case["common_steps"]]:
+            return "the steps both took differ"
+        return None
+    return f"unknown expectation {expect}"
+
+
+def _brief(run: dict) -> str:
+    if run["status"] != "ok":
+        return f"{run['status']} {run.get('error', '')}"[:120]
+    return f"canvas {run['canvas']} nfe {run['nfe']}"

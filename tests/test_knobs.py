@@ -1,0 +1,58 @@
+"""Knobs that do nothing (spec/exactness.md EC7): a setting the candidate takes, changed where it changes the
+target's output or calls, must change the candidate's too."""
+
+from pathlib import Path
+
+from veridec.testing import check_decoder, load_candidate
+from veridec.testing.knobs import alternatives, block_lengths, variants
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fastdllm_dual.py"
+DUAL = dict(against="fastdllm", cache="dual", model="tiny-llada", max_examples=10)
+
+
+def ignoring_its_threshold():
+    real = load_candidate(f"{EXAMPLE}:generate")
+
+    def generate(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0, mask_id=126336,
+                 threshold=None):
+        return real(model, prompt, steps=steps, gen_length=gen_length, block_length=block_length,
+                    temperature=temperature, mask_id=mask_id, threshold=None)  # the knob is read, and dropped
+
+    return generate
+
+
+def test_every_knob_of_the_correct_example_moves_it():
+    result = check_decoder(load_candidate(f"{EXAMPLE}:generate"), **DUAL)
+    assert result.passed and result.knobs == {"threshold": "effective", "steps": "effective",
+                                              "temperature": "effective", "block_length": "effective"}
+    assert "- knobs: threshold effective, steps effective" in result.markdown()
+
+
+def test_a_threshold_without_effect_is_reported_with_the_smallest_case():
+    result = check_decoder(ignoring_its_threshold(), **DUAL, tier="A")  # tier A tolerates the divergences
+    assert not result.passed and result.knobs["threshold"] == "no effect"
+    assert all(result.knobs[name] == "effective" for name in ("steps", "temperature", "block_length"))
+    (finding,) = result.knob_failures
+    assert finding["sentence"].startswith("threshold has no effect")
+    assert finding["case"]["prompt"] == [[0]] and finding["case"]["settings"]["temperature"] == 0.0
+    assert None in finding["values"] and "## A knob without effect" in result.markdown()
+    assert not check_decoder(ignoring_its_threshold(), **DUAL).passed  # tier E: a divergence besides
+
+
+def test_knobs_can_be_left_out():
+    result = check_decoder(ignoring_its_threshold(), **DUAL, tier="A", knobs=False)
+    assert result.passed and result.knobs == {}
+
+
+def test_each_variant_keeps_the_case_valid():
+    settings = {"gen_length": 6, "block_length": 3, "steps": 4, "temperature": 0.0, "threshold": 0.5,
+                "remasking": "low_confidence"}
+    for variant in block_lengths(settings):
+        blocks = 6 // variant["block_length"]
+        assert 6 % variant["block_length"] == 0 and variant["steps"] % blocks == 0 and variant["block_length"] != 3
+        assert 1 <= variant["steps"] // blocks <= variant["block_length"]
+    assert {v["steps"] for v in variants("steps", settings)} == {2, 6}  # 2 blocks: 1 or 3 steps each, not 2
+    assert alternatives("threshold", settings) == [None, 0.9, 0.2, 0.05]
+    assert alternatives("factor", settings) == []  # a threshold rules: factor is not read
+    assert alternatives("remasking", settings) == ["random"]
+    assert alternatives("steps", {"max_new_tokens": 2, "steps": 1}) == [2, 3, 4]  # Dream: any count

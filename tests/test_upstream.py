@@ -1,0 +1,143 @@
+"""Upstream defects as outcomes (spec/exactness.md EC6, spec/fastdllm.md FD9, spec/sequential.md SQ1.9, SQ2.8): the
+predictions at their boundaries, by hand, and ``veridec check`` on a from-scratch port of the June 2025 Fast-dLLM
+loops, which fails exactly where the official code does (examples/fastdllm_june2025.py). The predictions are
+also held against every official outcome of the golden data (tests/test_golden_check.py)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.testing import check_decoder, load_candidate, load_check_model
+from veridec.testing.upstream import defect_of
+from veridec.trace import StepRecord
+
+JUNE = Path(__file__).resolve().parents[1] / "examples" / "fastdllm_june2025.py"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_check_model("tiny-llada")
+
+
+def steps(*blocks_and_commits):
+    """StepRecords from (block, [[row 0's (position, token)], [row 1's ...]]) pairs."""
+    return [StepRecord(block, [[p for p, _ in row] for row in rows], [[t for _, t in row] for row in rows],
+                       [[1.0] * len(row) for row in rows], [[1.0] * len(row) for row in rows], [0.0] * len(rows))
+            for block, rows in blocks_and_commits]
+
+
+def case(prompt, **settings):
+    base = {"gen_length": 2, "block_length": 2, "steps": 2, "temperature": 0.0, "remasking": "low_confidence",
+            "threshold": None, "factor": None}
+    return {"prompt": prompt, "attention_mask": None, "seed": 0, "settings": {**base, **settings}}
+
+
+def predict(model, family, one_case, trace, stalled=False):
+    prompt = torch.tensor(one_case["prompt"])
+    return defect_of(family, one_case, trace, stalled, model, prompt, None)
+
+
+@pytest.mark.parametrize("family", ["fastdllm/current/none", "fastdllm/current/dual", "fastdllm/legacy/prefix"])
+def test_the_quota_schedule_is_exhausted_on_its_first_step_past_the_end(model, family):
+    one = case([[0]], gen_length=4, block_length=2, steps=4)  # S = 2 per block
+    in_time = steps((0, [[(1, 5)]]), (0, [[(2, 5)]]), (1, [[(3, 5)]]), (1, [[(4, 5)]]))
+    assert predict(model, family, one, in_time) is None
+    late = steps((0, [[(1, 5)]]), (0, [[]]), (0, [[(2, 5)]]), (1, [[(3, 5), (4, 5)]]))
+    found = predict(model, family, one, late)
+    assert (found.clause, found.kind, found.at_step) == ("FD9.1", "raises", 2)
+    assert predict(model, family, case([[0]], gen_length=4, block_length=2, steps=4, threshold=0.5), late) is None
+
+
+def test_a_dual_cache_at_two_rows_fails_at_its_first_cached_call(model):
+    one = case([[0], [1]], gen_length=4, block_length=2, steps=4, threshold=0.9)
+    refresh_only = steps((0, [[(1, 5), (2, 5)], [(1, 5), (2, 5)]]), (1, [[(3, 5), (4, 5)], [(3, 5), (4, 5)]]))
+    assert predict(model, "fastdllm/current/dual", one, refresh_only) is None
+    cached = steps((0, [[(1, 5), (2, 5)], [(1, 5), (2, 5)]]), (1, [[(3, 5)], [(3, 5)]]), (1, [[(4, 5)], [(4, 5)]]))
+    assert predict(model, "fastdllm/current/dual", one, cached).at_step == 2
+    assert predict(model, "fastdllm/current/prefix", one, cached) is None
+    single = case([[0]], gen_length=4, block_length=2, steps=4, threshold=0.9)
+    assert predict(model, "fastdllm/current/dual", single, steps((0, [[(1, 5)]]), (0, [[(2, 5)]]))) is None
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_the_june_2025_file_fails_at_two_rows_before_any_forward(model, cache):
+    found = predict(model, f"fastdllm/legacy/{cache}", case([[0], [1]]), steps((0, [[(1, 5), (2, 5)]] * 2)))
+    assert (found.clause, found.at_step) == ("FD9.5", 0)
+    assert predict(model, f"fastdllm/current/{cache}", case([[0], [1]]), steps((0, [[(1, 5), (2, 5)]] * 2))) is None
+
+
+def test_factor_mode_fails_when_a_row_has_no_candidate_left(model):
+    one = case([[0], [1]], gen_length=2, block_length=2, steps=2, factor=1.0)
+    ragged = steps((0, [[(1, 5), (2, 5)], [(1, 5)]]), (0, [[], [(2, 5)]]))  # row 0 is done after step 0
+    assert predict(model, "fastdllm/current/none", one, ragged).clause == "FD9.3"
+    assert predict(model, "fastdllm/current/none", one, ragged).at_step == 1
+    together = steps((0, [[(1, 5)], [(1, 5)]]), (0, [[(2, 5)], [(2, 5)]]))
+    assert predict(model, "fastdllm/current/none", one, together) is None
+    with_leftover = case([[0, model.special.mask_id], [1, 2]], gen_length=2, block_length=2, steps=2, factor=1.0)
+    ragged = steps((0, [[(2, 5), (3, 5)], [(2, 5)]]), (0, [[(1, 5)], [(3, 5)]]))  # row 0 keeps its prompt mask
+    assert predict(model, "fastdllm/current/none", with_leftover, ragged) is None  # a candidate before the block
+    assert predict(model, "fastdllm/current/prefix", with_leftover, ragged).clause == "FD9.3"  # none inside it
+
+
+def test_a_deterministic_stall_never_ends_upstream_and_a_sampled_one_is_refused(model):
+    one = case([[0]], threshold=0.9)
+    stalled = steps((0, [[(1, 5)]]), (0, [[]]), (0, [[]]), (0, [[]]))
+    found = predict(model, "fastdllm/current/none", one, stalled, stalled=True)
+    assert (found.clause, found.kind, found.at_step) == ("FD9.2", "endless", 1)
+    assert predict(model, "fastdllm/current/none", case([[0]], threshold=0.9, temperature=0.7), stalled, True) is None
+    assert predict(model, "fastdllm/current/none", case([[0]], threshold=0.9, remasking="random"), stalled,
+                   True) is None
+    assert predict(model, "fastdllm/current/none", case([[0]]), stalled, True).clause == "FD9.1"  # quota: raises
+
+
+def test_llada_fails_with_guidance_and_no_attention_mask(model):
+    one = case([[0]], cfg_scale=1.5)
+    assert predict(model, "llada", one, []).clause == "SQ1.9"
+    assert predict(model, "llada", {**one, "attention_mask": [[1]]}, []) is None
+    assert predict(model, "llada", case([[0]], cfg_scale=0.0), []) is None
+
+
+def test_dream_deviates_where_a_row_has_fewer_masks_than_the_count():
+    dream = load_check_model("tiny-dream")
+    m = dream.special.mask_id
+    settings = {"max_new_tokens": 1, "steps": 1, "alg": "maskgit_plus", "temperature": 0.0}
+    ragged = {"prompt": [[3, m, m, 4], [3, 5, 6, 4]], "attention_mask": None, "seed": 0, "settings": settings}
+    one_step = steps((0, [[(1, 7), (2, 7), (4, 7)], [(4, 7)]]))  # the last step: k = int(mean masks) = 2
+    found = defect_of("dream", ragged, one_step, False, dream, torch.tensor(ragged["prompt"]), None)
+    assert (found.clause, found.kind, found.at_step) == ("SQ2.8", "deviates", 0)
+    even = {**ragged, "prompt": [[3, m, 5, 4], [3, 5, m, 4]]}  # 2 masks each: k = 2, nobody short
+    assert defect_of("dream", even, one_step, False, dream, torch.tensor(even["prompt"]), None) is None
+    origin = {**ragged, "settings": {**settings, "alg": "origin"}}
+    assert defect_of("dream", origin, one_step, False, dream, torch.tensor(ragged["prompt"]), None) is None
+
+
+@pytest.mark.parametrize("function, cache, convention", [("generate_with_dual_cache", "dual", "fastdllm"),
+                                                          ("generate", "none", "llada")])
+def test_a_faithful_port_of_the_june_2025_file_passes_and_fails_only_when_asked(function, cache, convention):
+    """The issue's two cases: the dual cache with one step per block (the extra cached call indexes the
+    exhausted schedule), and no cache on an infill prompt (the prompt's mask takes the block's quota)."""
+    candidate = load_candidate(f"{JUNE}:{function}")
+    options = dict(against="fastdllm-2025-06", cache=cache, convention=convention, model="tiny-llada", max_batch=1,
+                   padding=False, max_examples=60)
+    passed = check_decoder(candidate, **options)
+    assert passed.passed and passed.upstream_defects.get("FD9.1", 0) > 0, passed.markdown()
+    assert "reproduce official defects (FD9.1 x" in passed.markdown()
+    failed = check_decoder(candidate, **options, upstream_defects="fail")
+    assert not failed.passed and "official defect FD9.1" in failed.failure.problems[0]
+    mask_id = load_check_model("tiny-llada").special.mask_id
+    wanted = [[0]] if cache == "dual" else [[0, mask_id]]
+    assert failed.failure.case["prompt"] == wanted
+    assert {k: failed.failure.case["settings"][k] for k in ("gen_length", "block_length", "steps")} == \
+        {"gen_length": 1, "block_length": 1, "steps": 1}
+    assert "--upstream-defects fail" in failed.command
+
+
+def test_a_candidate_that_always_raises_still_fails():
+    """Failing is a match only where the official code fails: elsewhere it is the candidate's failure."""
+    def broken(model, prompt, steps=4, gen_length=4, block_length=4, mask_id=0, threshold=None):
+        raise IndexError("index 1 is out of bounds")
+
+    result = check_decoder(broken, "fastdllm-2025-06", cache="dual", convention="fastdllm", model="tiny-llada",
+                           max_batch=1, padding=False, max_examples=20)
+    assert not result.passed and "the candidate failed: it raised IndexError" in result.failure.problems[0]
