@@ -11,6 +11,7 @@ import pytest
 
 from tools import mutation
 from tools.mutants import MUTANTS, Mutant
+from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def test_catalogue_size_names_and_spread():
         assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"
@@ -37,6 +38,14 @@ def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     assert line >= 1
     for test in mutant.tests:
         assert (ROOT / test).is_file(), f"{mutant.name}: related test file {test} does not exist"
+
+
+def test_all_catalogues_load_as_one_with_unique_names():
+    every = mutation.load_catalogue("all")
+    assert len(every) == len(MUTANTS) + len(INDEPENDENT) + len(CHECKER)
+    assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
+    assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
+                                                                 "veridec/adapters", "veridec/recording"}
 
 
 def test_patches_apply_to_a_copy_only(tmp_path):

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -390,6 +390,8 @@ def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], opt
     related = ("related", list(mutant.tests), options.timeout)
     phases = [("suite", suite_selection(mutant, True), options.suite_timeout)] if options.full else [
         related, ("suite", suite_selection(mutant, False), options.suite_timeout)]
+    if getattr(options, "related_only", False):  # triage: the mutant's own tests only
+        phases = [related]
     result = Result(mutant, line, "survived")
     for phase, selection, timeout in phases:
         run = sandbox.pytest(selection, timeout, module)
@@ -467,6 +469,8 @@ def render(results: list[Result], header: dict, done: bool) -> str:
              f"this run: {n}"
              + (f" (`--only`: {header['only']})" if header["only"] else "") + ". "
              + ("Every mutant runs the whole suite (`--full`)." if header["full"] else
+                "Triage: each mutant runs its related test files only (`--related-only`)."
+                if header.get("related_only") else
                 "Each mutant runs its related test files first, and the rest of the suite only if they pass.")
              + f" pytest `{' '.join(header['pytest'])}`; timeouts {header['timeout']:.0f} s (related) and "
              f"{header['suite_timeout']:.0f} s (suite), a timeout counts as a kill. "
@@ -496,10 +500,23 @@ def render(results: list[Result], header: dict, done: bool) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- main
+CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants_checker.py")
+
+
 def load_catalogue(path: str | None) -> list[Mutant]:
-    """tools/mutants.py's MUTANTS, or the ``MUTANTS`` list (of ``Mutant``) a Python file defines."""
+    """tools/mutants.py's MUTANTS; ``all``: every catalogue of CATALOGUES, the later ones' names prefixed with
+    their file's stem where they repeat an earlier name; or the ``MUTANTS`` list (of ``Mutant``) a file defines."""
     if path is None:
         return list(MUTANTS)
+    if path == "all":
+        every, seen = [], set()
+        for file in CATALOGUES:
+            for mutant in load_catalogue(str(ROOT / file)) if file != CATALOGUES[0] else list(MUTANTS):
+                if mutant.name in seen:
+                    mutant = replace(mutant, name=f"{Path(file).stem}/{mutant.name}")
+                seen.add(mutant.name)
+                every.append(mutant)
+        return every
     spec = importlib.util.spec_from_file_location("user_catalogue", path)
     if spec is None or not Path(path).is_file():
         raise SystemExit(f"--catalogue {path}: no such Python file")
@@ -562,13 +579,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="run only these mutants (repeat or comma-separate)")
     parser.add_argument("--full", action="store_true", help="run the whole suite for every mutant")
+    parser.add_argument("--related-only", action="store_true",
+                        help="triage: run each mutant's related tests only (a survivor there is not a final survivor)")
     parser.add_argument("--report", default=None,
                         help="markdown report (default: benchmarks/mutation.md for a run of the whole main catalogue; "
                              "a file in the system's temp dir for --only or --catalogue, so a partial run never "
                              "overwrites the committed report)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
-    parser.add_argument("--catalogue", help="a Python file defining MUTANTS (default: tools/mutants.py)")
+    parser.add_argument("--catalogue", help="a Python file defining MUTANTS, or 'all' for every catalogue of tools/ "
+                                            "(default: tools/mutants.py)")
     parser.add_argument("--timeout", type=float, default=RELATED_TIMEOUT, help="seconds per related-tests run")
     parser.add_argument("--suite-timeout", type=float, default=SUITE_TIMEOUT, help="seconds per whole-suite run")
     parser.add_argument("--untracked", action="store_true", help="copy untracked, not ignored files too")
@@ -610,7 +630,8 @@ def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> 
             "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
             "catalogue": len(catalogue), "catalogue_file": args.catalogue or "tools/mutants.py",
             "only": ", ".join(m.name for m in mutants) if args.only else "",
-            "full": args.full, "pytest": PYTEST_OPTIONS[:-3], "timeout": args.timeout,
+            "full": args.full, "related_only": args.related_only, "pytest": PYTEST_OPTIONS[:-3],
+            "timeout": args.timeout,
             "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
 
 

@@ -1,0 +1,153 @@
+"""The checker held to independent truths (issue: the checker verified like the decoders): tier S's statistics
+against tables computed by hand (no continuity correction, pooled cells, degrees of freedom, Bonferroni over the
+views), tier S's two seed streams seen disjoint, tier A's costs against hand-counted calls, ``--fresh`` under
+two ranks."""
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+from scipy import stats
+
+from veridec.harness.records import Records
+from veridec.harness.units import open_records
+from veridec.testing import check_decoder
+from veridec.testing.stochastic import MAX_CELLS, compare_laws, homogeneity, pearson_fit
+
+TOL = 1e-12  # float64 sums of a handful of terms of size <= 10
+
+
+def test_homogeneity_of_a_2x3_table_by_hand():
+    """Expected counts row total x column total / N: 15, 20, 25 in both rows; chi2 = 2 (25/15) + 2 (25/25)."""
+    statistic, df, p = homogeneity(Counter({0: 10, 1: 20, 2: 30}), Counter({0: 20, 1: 20, 2: 20}))
+    assert abs(statistic - (50 / 15 + 2)) < TOL and df == 2
+    assert abs(p - math.exp(-statistic / 2)) < TOL  # chi2 with 2 df: sf(x) = exp(-x/2)
+
+
+def test_a_2x2_table_has_no_continuity_correction():
+    """Expected 15 and 25 in both rows: chi2 = 2 (25/15 + 25/25) = 16/3; Yates' correction would give 4.32."""
+    statistic, df, p = homogeneity(Counter({0: 10, 1: 30}), Counter({0: 20, 1: 20}))
+    assert abs(statistic - 16 / 3) < TOL and df == 1
+    assert abs(p - math.erfc(math.sqrt(statistic / 2))) < TOL  # chi2 with 1 df
+    yates = sum((abs(o - e) - 0.5) ** 2 / e for o, e in ((10, 15), (30, 25), (20, 15), (20, 25)))
+    assert abs(statistic - yates) > 0.5
+
+
+def test_rare_values_pool_into_one_cell_and_the_degrees_of_freedom_follow():
+    """Values seen fewer than 5 times in both samples together share a cell: [[10, 3], [10, 2]], df 1."""
+    statistic, df, _ = homogeneity(Counter({0: 10, 1: 2, 2: 1}), Counter({0: 10, 1: 1, 2: 1}))
+    expected = [(10, 13 * 20 / 25), (3, 13 * 5 / 25), (10, 12 * 20 / 25), (2, 12 * 5 / 25)]
+    assert abs(statistic - sum((o - e) ** 2 / e for o, e in expected)) < TOL and df == 1
+    many = Counter({value: 10 for value in range(30)})
+    _, df, _ = homogeneity(many, many)
+    assert df == MAX_CELLS - 1  # 19 own cells and the pooled rest: 20 cells, 2 rows
+
+
+def test_pearsons_fit_by_hand():
+    """law (.5, .3, .2), 100 draws (40, 35, 25): chi2 = 100/50 + 25/30 + 25/20 on 2 df."""
+    statistic, df, p = pearson_fit(Counter({"a": 40, "b": 35, "c": 25}), {"a": 0.5, "b": 0.3, "c": 0.2})
+    assert abs(statistic - (2 + 25 / 30 + 1.25)) < TOL and df == 2 and abs(p - math.exp(-statistic / 2)) < TOL
+    assert abs(p - stats.chisquare([40, 35, 25], [50, 30, 20]).pvalue) < TOL
+
+
+def test_the_fit_pools_the_laws_rare_cells_until_the_rest_expects_five():
+    """law (.6, .32, .05, .03), 50 draws: expected 30, 16, 2.5, 1.5; the rest (4) is under 5, so b joins it:
+    cells a and the rest, expected 30 and 20, observed 28 and 22: chi2 = 4/30 + 4/20 on 1 df."""
+    law = {"a": 0.6, "b": 0.32, "c": 0.05, "d": 0.03}
+    statistic, df, _ = pearson_fit(Counter({"a": 28, "b": 17, "c": 3, "d": 2}), law)
+    assert abs(statistic - (4 / 30 + 4 / 20)) < 1e-9 and df == 1
+    statistic, df, _ = pearson_fit(Counter({"a": 44, "b": 4, "c": 2}), {"a": 0.9, "b": 0.07, "c": 0.03})
+    assert abs(statistic - (1 / 45 + 1 / 5)) < 1e-9 and df == 1  # the rest expects exactly 5: kept as it is
+
+
+def test_bonferroni_runs_over_every_view_of_the_output():
+    """Outputs of 3 tokens: the whole, 3 positions, 2 adjacent pairs = 6 tests; corrected p = 6 x the smallest."""
+    a = [(0, 1, 2)] * 30 + [(1, 1, 2)] * 30
+    b = [(0, 1, 2)] * 40 + [(1, 1, 2)] * 20
+    comparison = compare_laws(a, b, alpha=0.01)
+    assert [name for name, *_ in comparison.tests] == ["output", "position 0", "position 1", "position 2",
+                                                       "pair 0,1", "pair 1,2"]
+    smallest = min(p for *_, p in comparison.tests)
+    assert abs(comparison.corrected_p - min(1.0, 6 * smallest)) < TOL
+    assert comparison.differs == (comparison.corrected_p < 0.01)
+
+
+def seed_logging_sampler(log: list):
+    """A LLaDA-convention sampler that writes uniform random tokens and logs the seed torch was given."""
+
+    def sample(model, prompt, gen_length=2, mask_id=0):
+        log.append(torch.initial_seed())
+        tokens = torch.randint(0, 8, (prompt.shape[0], gen_length))
+        return torch.cat([prompt, tokens], dim=1)
+
+    return sample
+
+
+def test_tier_s_seeds_each_side_with_its_own_stream():
+    """Draw i: the target under case seed + 2i, the candidate under case seed + 2i + 1 (spec ST2)."""
+    ours, theirs = [], []
+    one = {"prompt": [[3, 4]], "attention_mask": None, "seed": 100, "settings": {"gen_length": 2}}
+    result = check_decoder(seed_logging_sampler(theirs), seed_logging_sampler(ours), convention="llada",
+                           model="tiny-llada", tier="S", case=one, samples=6)
+    assert ours == [100 + 2 * i for i in range(6)] and theirs == [100 + 2 * i + 1 for i in range(6)]
+    assert result.passed  # the same law from disjoint streams
+
+
+def counting_candidate(extra_full: int):
+    """A LLaDA-convention decoder making (gen_length + extra_full) full calls, one token per step, greedy."""
+
+    def generate(model, prompt, gen_length=2, steps=2, block_length=2, mask_id=0):
+        x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+        for _ in range(extra_full):
+            model(x)
+        for _ in range(gen_length):
+            confidence, token = model(x).logits.softmax(-1).max(-1)
+            position = confidence.masked_fill(x != mask_id, -1.0).argmax(1)
+            x[torch.arange(x.shape[0]), position] = token[torch.arange(x.shape[0]), position]
+        return x
+
+    return generate
+
+
+def test_tier_a_counts_each_sides_calls_as_counted_by_hand():
+    """gen 2, one block of 2 steps: the target makes 2 full forwards over B x L = 2 x 6 positions; the candidate
+    makes 3 extra: 5 calls, 5 full forwards, 5 x 12 query positions."""
+    one = {"prompt": [[3, 4, 5, 6], [7, 8, 9, 10]], "attention_mask": None, "seed": 0,
+           "settings": {"gen_length": 2, "block_length": 2, "steps": 2, "temperature": 0.0}}
+    result = check_decoder(counting_candidate(3), "llada", model="tiny-llada", tier="A", case=one, knobs=False)
+    metrics = result.metrics
+    assert (metrics["target_model_calls"], metrics["target_full_forwards"], metrics["target_query_positions"]) == \
+        (2, 2, 24)
+    assert (metrics["candidate_model_calls"], metrics["candidate_full_forwards"],
+            metrics["candidate_query_positions"]) == (5, 5, 60)
+    worse = check_decoder(counting_candidate(3), "llada", model="tiny-llada", tier="A", case=one, knobs=False,
+                          baseline={**metrics, "candidate_model_calls": 4})
+    assert not worse.passed and "candidate_model_calls" in worse.metrics["regressed"]
+
+
+class FakeRank:
+    """A member of a group of two: ``barrier`` records that it was reached."""
+
+    def __init__(self, rank: int):
+        self.rank, self.world, self.waited = rank, 2, 0
+
+    def barrier(self) -> None:
+        self.waited += 1
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_fresh_under_two_ranks_removes_every_ranks_records_once(tmp_path, rank):
+    """Rank 0 removes the main file and every rank's file; rank 1 removes nothing; both wait at the barrier."""
+    settings = {"run": "t"}
+    Records(tmp_path / "t.records.jsonl", settings).add("a", {"v": 1})
+    Records(tmp_path / "t.records.jsonl", settings, rank=1).add("b", {"v": 2})
+    other = tmp_path / "u.records.jsonl"
+    Records(other, settings).add("c", {"v": 3})  # another run's records in the same folder stay
+    group = FakeRank(rank)
+    records = open_records(tmp_path, "t", settings, fresh=True, group=group)
+    assert group.waited == 1 and other.exists()
+    if rank == 0:
+        assert records.resumed == 0 and not list(tmp_path.glob("t.records*.jsonl"))
+    else:
+        assert records.resumed == 2  # nothing removed by rank 1: it reads what is there
