@@ -81,18 +81,17 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
     reproduces it; one that completes must equal the target, or, where the official code completes otherwise
     (``deviates``), may differ from the defect's step on."""
     theirs, defect, problems = outcome.candidate, outcome.defect, outcome.problems
-    if theirs.error is not None and defect.kind != "deviates":
+    if theirs.error is not None:  # where the official code deviates, what it does next is not predicted
         _reproduces(outcome, setup, f"the candidate fails where the official code does ({theirs.error})")
         return
-    if theirs.error is None and outcome.target.canvas is None:  # endless upstream, a stall here
+    if outcome.target.canvas is None:  # endless upstream, a stall here
         outcome.verdict = "skipped"
         problems.append(f"the official loop never ends here ({defect}) and the target stalls; the candidate "
                         "completed, which nothing here can check")
         return
     _compare(outcome, model, prompt, mask, setup.numeric_error)
     divergence = outcome.divergence
-    if outcome.failed and defect.kind == "deviates" and theirs.error is None and \
-            (divergence is None or divergence.step >= defect.at_step):
+    if outcome.failed and defect.kind == "deviates" and (divergence is None or divergence.step >= defect.at_step):
         problems.clear()
         _reproduces(outcome, setup, f"the candidate deviates from step {defect.at_step} on, as the official code")
 

@@ -39,8 +39,17 @@ DUAL_BATCH = ("FD9.4", "dual cache at batch > 1: replace_position's indices of e
               "row (RuntimeError)", "raises")
 JUNE_BATCH = ("FD9.5", "the June 2025 file has one canvas row: batch > 1 fails before the first forward "
               "(RuntimeError)", "raises")
+LEFTOVERS_ACROSS_ROWS = ("FD9.6", "no cache at batch > 1: a row whose block is complete goes on committing its "
+                         "masks before the block while another row decodes it (its output depends on the others)",
+                         "deviates")
 CFG_WITHOUT_MASK = ("SQ1.9", "cfg_scale > 0 without attention_mask: the official generate reads an unbound "
                     "variable (UnboundLocalError)", "raises")
+CFG_NAN = ("SQ1.11", "cfg_scale > 0 where the model bans a token (a -inf logit in both branches): the official "
+           "combination is NaN there and its argmax proposes the banned token", "deviates")
+LLADA_8B_EOS = (126081, 126348)  # the EOS and EoT ids the official LLaDA generate.py hard-codes
+EOS_IDS_HARD_CODED = ("SQ1.10", "logits_eos_inf / confidence_eos_eot_inf index LLaDA-8B's ids 126081 / 126348: "
+                      "on a vocabulary without them IndexError, on one whose EOS / EoT are other ids other tokens "
+                      "are banned", "raises")
 ROW_CLAMP = ("SQ2.8", "a row has fewer masks than the step's count: the official loop writes the mask token over "
              "committed or prompt tokens", "deviates")
 
@@ -55,12 +64,34 @@ def defect_of(family: str, case: dict, steps: list, stalled: bool, model, prompt
     decode stopped at its step budget)."""
     settings = case["settings"]
     if family == "llada":
-        return defect(CFG_WITHOUT_MASK, 0) if settings.get("cfg_scale", 0) > 0 and case["attention_mask"] is None \
-            else None
+        return llada_defect(settings, case["attention_mask"], model, prompt, mask)
     if family == "dream":
         return dream_defect(settings, steps, model, prompt, mask)
     _, loop, cache = family.split("/")
     return fastdllm_defect(settings, loop, cache, steps, stalled, model, prompt, mask)
+
+
+def llada_defect(settings: dict, attention_mask, model, prompt, mask) -> UpstreamDefect | None:
+    """SQ1.9-SQ1.11: ML-GSAI/LLaDA ``generate`` (65cbed2) before its first forward (cfg without a mask) or at it
+    (the hard-coded EOS / EoT ids: IndexError past the vocabulary, other tokens banned where the ids differ; cfg
+    over a banned token: NaN)."""
+    if settings.get("cfg_scale", 0) > 0 and attention_mask is None:
+        return defect(CFG_WITHOUT_MASK, 0)
+    if settings.get("cfg_scale", 0) > 0 and _bans_a_token(model, prompt, mask, settings["gen_length"]):
+        return defect(CFG_NAN, 0)
+    flags = [settings.get("logits_eos_inf", False), settings.get("confidence_eos_eot_inf", False)]
+    needed = LLADA_8B_EOS[:1] if flags == [True, False] else LLADA_8B_EOS
+    if not any(flags) or (model.special.eos_id, model.special.eot_id)[: len(needed)] == needed:
+        return None
+    entry = EOS_IDS_HARD_CODED if max(needed) >= model.vocab_size else (*EOS_IDS_HARD_CODED[:2], "deviates")
+    return defect(entry, 0)
+
+
+def _bans_a_token(model, prompt, mask, gen_length: int) -> bool:
+    """Whether a full forward of the initial canvas gives some token the logit -inf (a model that bans it)."""
+    canvas, full_mask = initial_canvas(model, prompt, mask, gen_length, model.special.mask_id)
+    with torch.no_grad():
+        return bool(torch.isneginf(model(canvas, attention_mask=full_mask).logits).any())
 
 
 def fastdllm_defect(settings: dict, loop: str, cache: str, steps: list, stalled: bool, model, prompt,
@@ -84,6 +115,9 @@ def fastdllm_defect(settings: dict, loop: str, cache: str, steps: list, stalled:
         if settings.get("factor") is not None and batch > 1 and _a_row_without_candidates(
                 canvases[k], step.block, cache, settings, prompt.shape[1], model.special.mask_id):
             return defect(FACTOR_ROW_DONE, k)
+        if cache == "none" and batch > 1 and _a_done_row_with_leftovers(canvases[k], step.block, settings,
+                                                                        prompt.shape[1], model.special.mask_id):
+            return defect(LEFTOVERS_ACROSS_ROWS, k)
     deterministic = settings.get("temperature", 0) == 0 and settings.get("remasking") != "random"
     if stalled and deterministic:
         return defect(ENDLESS, _first_empty_step_of_last_block(steps))
@@ -99,6 +133,18 @@ def _a_row_without_candidates(canvas: torch.Tensor, block: int, cache: str, sett
     masked = canvas == mask_id  # [B, L]
     candidates = masked[:, :end] if cache == "none" else masked[:, start:end]
     return bool((candidates.sum(dim=1) == 0).any() and masked[:, start:end].any())
+
+
+def _a_done_row_with_leftovers(canvas: torch.Tensor, block: int, settings: dict, prompt_length: int,
+                               mask_id: int) -> bool:
+    """FD9.6: some row's block is complete but it holds masks before the block (the official no-cache loop keeps
+    them as candidates while another row still decodes the block); ours leaves a finished row alone (P11)."""
+    start = prompt_length + block * settings["block_length"]
+    end = start + settings["block_length"]
+    masked = canvas == mask_id  # [B, L]
+    in_block = masked[:, start:end].any(dim=1)  # [B]
+    done_with_leftovers = ~in_block & masked[:, :start].any(dim=1)
+    return bool(done_with_leftovers.any() and in_block.any())
 
 
 def _first_empty_step_of_last_block(steps: list) -> int:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from veridec.models import random_model
+from veridec.models.interface import SpecialTokens
 from veridec.testing import check_decoder, load_candidate, load_check_model
 from veridec.testing.upstream import defect_of
 from veridec.trace import StepRecord
@@ -76,7 +78,7 @@ def test_factor_mode_fails_when_a_row_has_no_candidate_left(model):
     assert predict(model, "fastdllm/current/none", one, together) is None
     with_leftover = case([[0, model.special.mask_id], [1, 2]], gen_length=2, block_length=2, steps=2, factor=1.0)
     ragged = steps((0, [[(2, 5), (3, 5)], [(2, 5)]]), (0, [[(1, 5)], [(3, 5)]]))  # row 0 keeps its prompt mask
-    assert predict(model, "fastdllm/current/none", with_leftover, ragged) is None  # a candidate before the block
+    assert predict(model, "fastdllm/current/none", with_leftover, ragged).clause == "FD9.6"  # a candidate before
     assert predict(model, "fastdllm/current/prefix", with_leftover, ragged).clause == "FD9.3"  # none inside it
 
 
@@ -94,8 +96,44 @@ def test_a_deterministic_stall_never_ends_upstream_and_a_sampled_one_is_refused(
 def test_llada_fails_with_guidance_and_no_attention_mask(model):
     one = case([[0]], cfg_scale=1.5)
     assert predict(model, "llada", one, []).clause == "SQ1.9"
-    assert predict(model, "llada", {**one, "attention_mask": [[1]]}, []) is None
     assert predict(model, "llada", case([[0]], cfg_scale=0.0), []) is None
+
+
+def test_llada_guidance_over_a_banned_token_is_nan_upstream(model):
+    """The check models ban the mask token (-inf): with a mask, cfg > 0 gives NaN there upstream (SQ1.11); a
+    model that bans nothing does not."""
+    masked = {**case([[0]], cfg_scale=1.5), "attention_mask": [[1]]}
+    found = predict(model, "llada", masked, [])
+    assert (found.clause, found.kind) == ("SQ1.11", "deviates")
+    finite = random_model("llada", 0)
+    assert defect_of("llada", masked, [], False, finite, torch.tensor([[0]]), torch.tensor([[1]])) is None
+
+
+def test_llada_hard_codes_llada_8b_eos_ids(model):
+    """SQ1.10: the flags index 126081 / 126348; past the vocabulary that raises, with other ids it bans others."""
+    for flags in ({"logits_eos_inf": True}, {"confidence_eos_eot_inf": True}):
+        found = predict(model, "llada", case([[0]], **flags), [])
+        assert (found.clause, found.kind) == ("SQ1.10", "raises")
+    assert predict(model, "llada", case([[0]], logits_eos_inf=False, confidence_eos_eot_inf=False), []) is None
+    big = random_model("llada", 0, vocab_size=126464, hidden_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
+                       intermediate_size=8)
+    prompt = torch.tensor([[0]])
+    other_ids = case([[0]], logits_eos_inf=True)
+    assert defect_of("llada", other_ids, [], False, big, prompt, None).kind == "deviates"
+    big.special = SpecialTokens(mask_id=126336, eos_id=126081, eot_id=126348, pad_id=126081)
+    assert defect_of("llada", other_ids, [], False, big, prompt, None) is None  # LLaDA-8B's own ids
+
+
+def test_a_finished_row_with_prompt_masks_keeps_decoding_upstream_without_a_cache(model):
+    """FD9.6: row 0 completes the block at step 0 but keeps its prompt mask; row 1 still decodes."""
+    m = model.special.mask_id
+    one = case([[0, m], [1, 2]], gen_length=2, block_length=2, steps=2, threshold=0.9)
+    ragged = steps((0, [[(2, 5), (3, 5)], [(2, 5)]]), (0, [[], [(3, 5)]]))
+    found = predict(model, "fastdllm/current/none", one, ragged)
+    assert (found.clause, found.kind, found.at_step) == ("FD9.6", "deviates", 1)
+    assert predict(model, "fastdllm/current/prefix", one, ragged) is None  # the cached loops read the block only
+    filled = steps((0, [[(1, 5), (2, 5), (3, 5)], [(2, 5)]]), (0, [[], [(3, 5)]]))
+    assert predict(model, "fastdllm/current/none", one, filled) is None  # nothing left before the block
 
 
 def test_dream_deviates_where_a_row_has_fewer_masks_than_the_count():
@@ -119,7 +157,7 @@ def test_a_faithful_port_of_the_june_2025_file_passes_and_fails_only_when_asked(
     exhausted schedule), and no cache on an infill prompt (the prompt's mask takes the block's quota)."""
     candidate = load_candidate(f"{JUNE}:{function}")
     options = dict(against="fastdllm-2025-06", cache=cache, convention=convention, model="tiny-llada", max_batch=1,
-                   padding=False, max_examples=60)
+                   padding=False, max_examples=40, knobs=False)
     passed = check_decoder(candidate, **options)
     assert passed.passed and passed.upstream_defects.get("FD9.1", 0) > 0, passed.markdown()
     assert "reproduce official defects (FD9.1 x" in passed.markdown()

@@ -16,6 +16,8 @@ without reading the test suite (tests/ was only listed, for the related test fil
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tools.mutants import Mutant
 
 STOCHASTIC = ("tests/test_stochastic.py",)
@@ -466,3 +468,18 @@ MUTANTS = [
         "the replayed prefix-cache call feeds the block only instead of everything from the block's start",
         "spec/fastdllm.md FD6", ("tests/test_golden_check.py",)),
 ]
+
+
+# The checker's independent truths (added after the catalogue was written, by the maintainers): each area's
+# mutants also run these test files before the rest of the suite.
+AREA_TRUTHS = {
+    "testing": ("tests/test_checker_truths.py", "tests/test_upstream.py", "tests/test_knobs.py",
+                "tests/test_golden_check.py"),
+    "veridec/adapters": ("tests/test_golden_check.py",),
+    "veridec/recording": ("tests/test_golden_check.py", "tests/test_recording.py"),
+    "proofs_checks": ("tests/test_laws.py",),
+    "harness": ("tests/test_checker_truths.py",),
+    "tools": ("tests/test_golden.py", "tests/test_golden_check.py"),
+}
+MUTANTS = [replace(m, tests=m.tests + tuple(t for t in AREA_TRUTHS.get(m.area, ()) if t not in m.tests))
+           for m in MUTANTS]
