@@ -60,6 +60,25 @@ def test_example_through_the_cache_adapter_reproduces_the_official_modelling(gol
     assert compared >= 20, compared
 
 
+@pytest.mark.parametrize("cache, function", [("none", "generate"), ("prefix", "generate_with_prefix_cache"),
+                                             ("dual", "generate_with_dual_cache")])
+def test_the_june_2025_port_through_the_adapters_reproduces_the_official_modelling(golden_models, cache, function):
+    """examples/fastdllm_june2025.py through LLaDAConvention (no cache) or FastDLLMConvention (a prefix
+    continuation at offset C, a dual replace_position), on the golden checkpoints, gives the canvas and nfe the
+    official 24cc59e loops gave with their own cached modelling: every ``equal`` case of that loop and cache."""
+    golden, models = golden_models
+    port = load_candidate(f"{ROOT / 'examples' / 'fastdllm_june2025.py'}:{function}")
+    compared = 0
+    for case in (c for c in golden["cases"] if c["variant"] == f"legacy/{cache}" and c["expect"] == "equal"):
+        model = models[case["checkpoint"]]
+        adapter = LLaDAConvention(model) if cache == "none" else FastDLLMConvention(model)
+        torch.manual_seed(case["seed"])
+        canvas, nfe = port(adapter, torch.tensor(case["prompt"]), **case["settings"])
+        assert canvas.tolist() == case["official"]["canvas"] and nfe == case["official"]["nfe"], case["id"]
+        compared += 1
+    assert compared >= 35, compared
+
+
 def test_llada_adapter_ignores_padding_as_the_official_modelling_does(golden_models):
     """padding="ignore" reproduces the official LLaDA modelling on left-padded rows (golden
     padding_ignored_upstream cases); padding="honour" reproduces veridec's own recorded outputs."""
