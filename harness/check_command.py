@@ -13,6 +13,7 @@ from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 from veridec.testing.models import MODEL_NAMES
 from veridec.testing.upstream import UPSTREAM_MODES
+from veridec.testing.validation import checked_baseline
 
 from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
 
@@ -35,9 +36,9 @@ def add_parser(commands) -> None:
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
     chk.add_argument("--tier", choices=tuple(TIERS), default="E",
                      help="; ".join(f"{t.letter} {t.meaning}" for t in TIERS.values()))
-    chk.add_argument("--alpha", type=probability, default=0.01, help="tier S: the check's false-alarm rate")
-    chk.add_argument("--delta", type=probability, default=0.05,
-                     help="tier S: the total variation each test detects with probability 0.95")
+    chk.add_argument("--alpha", type=probability, default=None, help="tier S: the check's false-alarm rate (0.01)")
+    chk.add_argument("--delta", type=probability, default=None,
+                     help="tier S: the total variation each test detects with probability 0.95 (0.05)")
     chk.add_argument("--samples", type=integer(2, 10_000_000), default=None,
                      help="tier S: samples per side per case (default: derived from --alpha and --delta)")
     chk.add_argument("--ties", choices=TIES, default="lowest",
@@ -62,6 +63,7 @@ def run_check_command(args) -> int:
     check_output_dir(args.out, "--out")
     case = _parse_case(args.case)
     tier = TIERS[args.tier]
+    _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
     model = args.model or ("tiny-dream" if args.against == "dream" else "default")
     try:
@@ -70,7 +72,8 @@ def run_check_command(args) -> int:
                                tier=args.tier, max_examples=args.trials,
                                seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
                                baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
-                               alpha=args.alpha, delta=args.delta, samples=args.samples,
+                               alpha=0.01 if args.alpha is None else args.alpha,
+                               delta=0.05 if args.delta is None else args.delta, samples=args.samples,
                                upstream_defects=args.upstream_defects, knobs=not args.no_knobs)
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
@@ -98,10 +101,26 @@ def _parse_case(text: str | None) -> dict | None:
         raise UsageError(f"--case must be JSON as a report prints it: {err}") from err
 
 
+def _check_tier_flags(args, tier) -> None:
+    """Flags of another tier are usage errors, never silently ignored."""
+    if args.baseline is not None and not tier.uses_baseline:
+        raise UsageError(f"--baseline holds tier A's measures; it does not apply to --tier {tier.letter}")
+    given = [flag for flag, value in (("--samples", args.samples), ("--alpha", args.alpha), ("--delta", args.delta))
+             if value is not None]
+    if given and not tier.sampled:
+        raise UsageError(f"{', '.join(given)} apply to --tier S only, not --tier {tier.letter}")
+
+
 def _read_baseline(path: Path | None) -> dict | None:
-    if path is None or not path.exists():
+    """The stored tier A measures, or None when the file is to be written (its folder checked writable now)."""
+    if path is None:
+        return None
+    if not path.exists():
+        check_output_file(path, "--baseline")
         return None
     try:
-        return json.loads(path.read_text())
+        return checked_baseline(json.loads(path.read_text()), f"--baseline {path}")
     except (OSError, json.JSONDecodeError) as err:
         raise UsageError(f"--baseline {path}: not a readable JSON file ({err})") from err
+    except ValueError as err:
+        raise UsageError(str(err)) from err

@@ -110,7 +110,12 @@ def call_candidate(candidate: Callable, fit: Fit, model, prompt, attention_mask,
         kwargs[mask_name] = mask_id
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
-    return split_output(candidate(model, prompt, **kwargs))
+    given = prompt.clone(), None if attention_mask is None else attention_mask.clone()
+    output = split_output(candidate(model, prompt, **kwargs))
+    if not torch.equal(prompt, given[0]) or (attention_mask is not None and not torch.equal(attention_mask, given[1])):
+        raise CandidateError("the candidate changed the prompt or attention mask it was given (in place); a decoder "
+                             "must leave its inputs as they were")
+    return output
 
 
 def split_output(output) -> tuple[torch.Tensor, int | None]:
@@ -124,4 +129,6 @@ def _tokens(tokens) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         raise CandidateError(f"the candidate must return tokens [B, L] (or (tokens, nfe)), got "
                              f"{type(tokens).__name__} {tuple(getattr(tokens, 'shape', ()))}")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise CandidateError(f"the candidate must return integer token ids, got a tensor of dtype {tokens.dtype}")
     return tokens

@@ -30,10 +30,11 @@ from .models import load_check_model
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .running import CheckSetup
 from .stochastic import check_probability
-from .strategies import cases
+from .strategies import STRUCTURE, cases
 from .targets import target
 from .tiers import Tier, tier_named
 from .upstream import UPSTREAM_MODES
+from .validation import checked_baseline, checked_case
 
 
 @dataclass
@@ -101,6 +102,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     convention = convention or goal.convention
     model_name = model if isinstance(model, str) else type(model).__name__
     model = load_check_model(model) if isinstance(model, str) else model
+    case = None if case is None else checked_case(case, goal.settings, STRUCTURE, getattr(model, "vocab_size", None))
+    baseline = None if baseline is None or not mode.uses_baseline else checked_baseline(baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
     exact_law = mode.sampled and is_oracle(model)
@@ -167,7 +170,7 @@ def _run(run_one, strategy, result: CheckResult, mode: Tier, max_examples: int, 
         if case is None:
             _search(run_one, strategy, result, mode, max_examples, progress)
         else:
-            _replay(run_one, _checked_case(case), result, mode)
+            _replay(run_one, case, result, mode)
 
 
 def _label(candidate) -> str:
@@ -239,16 +242,6 @@ def count_upstream(result: CheckResult, outcome) -> None:
     if outcome.verdict == "upstream":
         clause = outcome.defect.clause
         result.upstream_defects[clause] = result.upstream_defects.get(clause, 0) + 1
-
-
-def _checked_case(case: dict) -> dict:
-    """A case as the strategies write it: prompt [B][P], attention_mask [B][P] or None, seed, settings."""
-    if not isinstance(case, dict) or set(case) != {"prompt", "attention_mask", "seed", "settings"}:
-        raise ValueError("case must be a dict with keys prompt, attention_mask, seed, settings (as a report "
-                         f"prints it), got {case!r}"[:300])
-    if not isinstance(case["settings"], dict) or not isinstance(case["seed"], int):
-        raise ValueError("case: settings must be a dict and seed an integer")
-    return case
 
 
 def _judge_against_baseline(result: CheckResult, baseline: dict | None) -> None:

@@ -114,6 +114,9 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
         return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
     except CandidateError as err:
         return Side(counters=recording.counters(), error=str(err))
+    except (SystemExit, KeyboardInterrupt) as err:  # foreign code may not end the check: a finding, reported
+        return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}({err}): a candidate may "
+                                                         "not end the check")
     except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
         return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
 
