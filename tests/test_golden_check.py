@@ -13,7 +13,7 @@ import pytest
 
 from tools.golden.candidate import replay_candidate
 from tools.golden.checkpoints import load_checkpoints
-from veridec.testing import check_decoder
+from veridec.testing import check_decoder, target
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "golden.json").read_text())
@@ -49,7 +49,9 @@ def check_replay(case: dict, model, upstream_defects: str = "match"):
     else:
         against, cache, convention = case["sampler"], "none", case["sampler"]
     mask = None if case["expect"] == "padding_ignored_upstream" else case["attention_mask"]
-    one = {"prompt": case["prompt"], "attention_mask": mask, "seed": case["seed"], "settings": case["settings"]}
+    taken = target(against, cache).settings  # the mask and pad ids come from the model
+    settings = {name: value for name, value in case["settings"].items() if name in taken}
+    one = {"prompt": case["prompt"], "attention_mask": mask, "seed": case["seed"], "settings": settings}
     return check_decoder(replay_candidate(case), against, cache=cache, convention=convention, model=model,
                          case=one, ties="torch", numeric_error=case.get("tolerance", 0.0),
                          upstream_defects=upstream_defects)
