@@ -390,6 +390,18 @@ def test_a_hook_called_at_other_steps_is_reported():
     assert any("hooks were called differently: target tokens@None" in p for p in result.failure.problems)
 
 
+def test_a_hook_called_as_often_but_at_other_steps_is_reported():
+    """The same number of calls, each a step late: the logs differ where their lengths do not (spec EC5)."""
+    def one_step_late(model, input_ids, generation_tokens_hook_func=lambda step, x, logits: x, **kw):
+        return dream_origin(model, input_ids, generation_tokens_hook_func=lambda step, x, logits:
+                            generation_tokens_hook_func(None if step is None else step + 1, x, logits), **kw)
+
+    one_step_late.__signature__ = inspect.signature(dream_origin)
+    result = check_decoder(one_step_late, max_examples=60, **DREAM)
+    assert not result.passed
+    assert any("hooks were called differently" in p for p in result.failure.problems), result.failure.problems
+
+
 @settings(max_examples=25)
 @given(state=decode_states(), joint=exact_joints())
 def test_the_exported_joint_and_decode_state_strategies_draw_what_they_say(state, joint):

@@ -151,3 +151,14 @@ def test_fresh_under_two_ranks_removes_every_ranks_records_once(tmp_path, rank):
         assert records.resumed == 0 and not list(tmp_path.glob("t.records*.jsonl"))
     else:
         assert records.resumed == 2  # nothing removed by rank 1: it reads what is there
+
+
+def test_a_candidate_may_make_up_to_twice_the_targets_calls_plus_64():
+    """The call limit (EC2): 70 target calls, a candidate making 140 (one wasted per step) is measured, not
+    stopped; one making more than 2 x 70 + 64 is stopped there."""
+    one = {"prompt": [[3, 4]], "attention_mask": None, "seed": 0,
+           "settings": {"gen_length": 70, "block_length": 70, "steps": 70, "temperature": 0.0}}
+    result = check_decoder(counting_candidate(70), "llada", model="tiny-llada", tier="A", case=one, knobs=False)
+    assert result.metrics["target_model_calls"] == 70 and result.metrics["candidate_model_calls"] == 140
+    stopped = check_decoder(counting_candidate(140), "llada", model="tiny-llada", case=one, knobs=False)
+    assert "it made more than 204 model calls" in stopped.failure.problems[0]

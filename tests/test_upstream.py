@@ -179,3 +179,64 @@ def test_a_candidate_that_always_raises_still_fails():
     result = check_decoder(broken, "fastdllm-2025-06", cache="dual", convention="fastdllm", model="tiny-llada",
                            max_batch=1, padding=False, max_examples=20)
     assert not result.passed and "the candidate failed: it raised IndexError" in result.failure.problems[0]
+
+
+def current_loop_without_cache(model, prompt, steps=4, gen_length=4, block_length=4,
+                               mask_id=0, threshold=None):
+    """NVlabs/Fast-dLLM f6b35ec's ``generate`` (no cache, batched) written from scratch: a step's candidates are
+    every mask before the block's end of every row, finished rows included (what FD9.6 documents)."""
+    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+    per_block, nfe = steps // (gen_length // block_length), 0
+    for start in range(prompt.shape[1], x.shape[1], block_length):
+        end = start + block_length
+        block_masks = (x[:, start:end] == mask_id).sum(dim=1)
+        quota = [[int(m) // per_block + (i < int(m) % per_block) for i in range(per_block)] for m in block_masks]
+        i = 0
+        while True:
+            nfe += 1
+            logits = model(x).logits
+            proposal = logits.argmax(-1)
+            score = torch.softmax(logits.double(), -1).gather(-1, proposal[..., None]).squeeze(-1)
+            candidates = x == mask_id
+            candidates[:, end:] = False
+            for row in range(x.shape[0]):
+                ranked = torch.topk(score[row].masked_fill(~candidates[row], -torch.inf), int(candidates[row].sum()))
+                count = len(ranked.indices) if threshold is not None else quota[row][i]
+                for rank, position in enumerate(ranked.indices[:count].tolist()):
+                    if threshold is None or rank == 0 or score[row, position] >= threshold:
+                        x[row, position] = proposal[row, position]
+            i += 1
+            if not (x[:, start:end] == mask_id).any():
+                break
+    return x, nfe
+
+
+def test_a_candidate_deviating_at_the_deviations_own_step_reproduces_it():
+    """FD9.6 on the tiny check model: the from-scratch current loop fills a finished row's prompt mask while
+    another row decodes; its commit order leaves ours at exactly the predicted step, and that is a match."""
+    options = dict(model="tiny-llada", padding=False, max_examples=200, knobs=False)
+    result = check_decoder(current_loop_without_cache, "fastdllm", **options)
+    assert result.passed and result.upstream_defects.get("FD9.6", 0) > 0, result.markdown()
+    failed = check_decoder(current_loop_without_cache, "fastdllm", **options, upstream_defects="fail")
+    assert not failed.passed and "better than upstream was asked for" in failed.failure.problems[-1]
+
+
+def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
+    """The rule's boundary (EC6): the candidate agrees before the deviation's step and differs at it."""
+    from veridec.testing.exact import CaseOutcome, _judge_at_defect
+    from veridec.testing.running import CheckSetup, Side
+    from veridec.testing.targets import target
+    from veridec.testing.upstream import ROW_CLAMP, defect
+    from veridec.trace import Counters, Trace
+
+    def side(tokens):
+        trace = Trace("t", {}, 2, 1, steps(*[(0, [[(p, t)]]) for p, t in tokens]), Counters(2, 8, 0, 0, 2))
+        return Side(torch.tensor([[1, 2] + [t for _, t in tokens]]), trace, trace.counters)
+
+    one = case([[1, 2]], gen_length=2, block_length=2, steps=2)
+    for at_step, verdict in ((1, "upstream"), (2, "diverged")):
+        outcome = CaseOutcome(one, "exact", target=side([(2, 5), (3, 5)]), candidate=side([(2, 5), (3, 6)]),
+                              defect=defect(ROW_CLAMP, at_step))
+        setup = CheckSetup(None, None, target("fastdllm"), model, "llada")
+        _judge_at_defect(outcome, model, torch.tensor(one["prompt"]), None, setup)
+        assert outcome.divergence.step == 1 and outcome.verdict == verdict, (at_step, outcome.problems)
