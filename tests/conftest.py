@@ -120,3 +120,16 @@ def speculative_quick(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("speculative-quick")
     return speculative.run(out, quick=True, quiet=True), out
+
+
+@pytest.fixture(scope="session")
+def golden_checkpoints(tmp_path_factory):
+    """(the golden data, its checkpoints loaded by veridec) for the tests that replay it, loaded once."""
+    import json
+    from pathlib import Path
+
+    from tools.golden.checkpoints import load_checkpoints
+
+    folder = Path(__file__).parent / "golden"
+    golden = json.loads((folder / "golden.json").read_text())
+    return golden, load_checkpoints(golden, folder, tmp_path_factory.mktemp("golden"))

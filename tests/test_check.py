@@ -13,7 +13,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from tools.golden.checkpoints import load_checkpoints
 from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention, adapt
 from veridec.harness.cli import main
 from veridec.numerics import assert_close_measured, tolerance
@@ -32,9 +31,8 @@ DUAL = dict(against="fastdllm", cache="dual", model="tiny-llada")
 
 
 @pytest.fixture(scope="module")
-def golden_models(tmp_path_factory):
-    golden = json.loads((GOLDEN_DIR / "golden.json").read_text())
-    return golden, load_checkpoints(golden, GOLDEN_DIR, tmp_path_factory.mktemp("golden"))
+def golden_models(golden_checkpoints):
+    return golden_checkpoints
 
 
 # ------------------------------------------------------------------ adapters vs the official modelling

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.golden.checkpoints import content_sha256, load_checkpoints
+from tools.golden.checkpoints import content_sha256
 from tools.golden.replay import DEFECTS, replay_case
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -40,8 +40,8 @@ GROUPS = sorted({f"{case['sampler']}/{case['variant']}" for case in CASES})
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return load_checkpoints(GOLDEN, GOLDEN_DIR, tmp_path_factory.mktemp("golden"))
+def models(golden_checkpoints):
+    return golden_checkpoints[1]
 
 
 def test_committed_checkpoints_match_their_recorded_hashes():

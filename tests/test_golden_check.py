@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tools.golden.candidate import replay_candidate
-from tools.golden.checkpoints import load_checkpoints
 from veridec.testing import check_decoder, target
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -26,8 +25,8 @@ CLAUSES = {  # the golden data's name of each official defect -> the clause that
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return load_checkpoints(GOLDEN, GOLDEN_DIR, tmp_path_factory.mktemp("golden"))
+def models(golden_checkpoints):
+    return golden_checkpoints[1]
 
 
 def expected_clause(case: dict) -> str | None:

@@ -29,9 +29,9 @@ def test_loading_the_plugin_imports_nothing_heavy():
 
 
 def test_the_probe_sees_a_heavy_import():
-    """The negative control: the check models' module (what a fixture loads) is seen to import torch."""
-    _, heavy = heavy_imports("import veridec.testing.models")
-    assert "torch" in heavy and "veridec.testing" in heavy
+    """The negative control: importing what a fixture loads (here torch itself) is seen."""
+    _, heavy = heavy_imports("import torch")
+    assert "torch" in heavy
 
 
 def test_the_fixtures_load_what_they_serve(veridec_check, tiny_llada, enumerated_oracle):
