@@ -5,6 +5,7 @@ two ranks."""
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -162,3 +163,26 @@ def test_a_candidate_may_make_up_to_twice_the_targets_calls_plus_64():
     assert result.metrics["target_model_calls"] == 70 and result.metrics["candidate_model_calls"] == 140
     stopped = check_decoder(counting_candidate(140), "llada", model="tiny-llada", case=one, knobs=False)
     assert "it made more than 204 model calls" in stopped.failure.problems[0]
+
+
+def test_the_diagnosis_reads_the_canvas_before_the_divergent_step():
+    """The first divergence's probabilities and margin come from a full forward of the canvas before that step:
+    the target's final canvas with the commits of that step and later masked again (EC1), recomputed here."""
+    from veridec.testing import load_candidate, load_check_model
+
+    broken = Path(__file__).resolve().parents[1] / "examples" / "fastdllm_dual_broken.py"
+    result = check_decoder(load_candidate(f"{broken}:strict_threshold"), "fastdllm", cache="dual",
+                           model="tiny-llada", max_examples=60, knobs=False)
+    failure, model = result.failure, load_check_model("tiny-llada")
+    diagnosis = failure.diagnosis
+    canvas = failure.target.canvas.clone()  # [B, L]
+    for record in failure.target.trace.steps[diagnosis["step"]:]:
+        for row, positions in enumerate(record.positions):
+            canvas[row, positions] = model.special.mask_id
+    assert failure.case["attention_mask"] is None
+    with torch.no_grad():
+        logits = model(canvas).logits[diagnosis["row"], diagnosis["position"]].double()  # [V]
+    top = logits.topk(2).values
+    assert abs(diagnosis["logit_margin"] - (top[0] - top[1]).item()) < 1e-12
+    token = diagnosis["target"]["token"]
+    assert abs(diagnosis["target"]["probability"] - logits.softmax(-1)[token].item()) < 1e-12
