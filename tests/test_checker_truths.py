@@ -186,3 +186,38 @@ def test_the_diagnosis_reads_the_canvas_before_the_divergent_step():
     assert abs(diagnosis["logit_margin"] - (top[0] - top[1]).item()) < 1e-12
     token = diagnosis["target"]["token"]
     assert abs(diagnosis["target"]["probability"] - logits.softmax(-1)[token].item()) < 1e-12
+
+
+def test_a_knob_moves_a_side_when_any_of_its_costs_moves():
+    """Two runs are the same only with the same canvas and every counter the same (EC7): one cost apart (the
+    query positions of a cache that is not reused) is a move."""
+    from veridec.testing.knobs import _same
+    from veridec.testing.running import Side
+    from veridec.trace import Counters
+
+    canvas = torch.tensor([[1, 2, 3]])
+    base = Side(canvas, None, Counters(full_forwards=2, query_positions=6, model_calls=2))
+    assert _same(base, Side(canvas.clone(), None, Counters(full_forwards=2, query_positions=6, model_calls=2)))
+    assert not _same(base, Side(canvas, None, Counters(full_forwards=1, query_positions=6, model_calls=2)))
+    assert not _same(base, Side(canvas, None, Counters(full_forwards=2, query_positions=9, model_calls=2)))
+    assert not _same(base, Side(torch.tensor([[1, 2, 4]]), None, base.counters))
+
+
+@pytest.mark.parametrize("against", ["fastdllm", "dream"])
+def test_tier_s_draws_only_sampled_cases(against):
+    """Tier S compares laws at temperature > 0 (ST2): at 0 both laws are point masses, a check of nothing."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from veridec.testing import load_check_model, target
+    from veridec.testing.strategies import cases
+
+    model, goal = load_check_model("tiny-dream" if against == "dream" else "tiny-llada"), target(against)
+
+    @settings(max_examples=60, database=None)
+    @given(st.data())
+    def drawn(data):
+        case = data.draw(cases(model, goal, set(goal.settings), {}, sampled=True))
+        assert case["settings"]["temperature"] > 0
+
+    drawn()
