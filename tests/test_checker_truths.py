@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from veridec.harness.records import Records
+from veridec.numerics import max_abs
 from veridec.harness.units import open_records
 from veridec.testing import check_decoder
 from veridec.testing.stochastic import MAX_CELLS, compare_laws, homogeneity, pearson_fit
@@ -221,3 +222,59 @@ def test_tier_s_draws_only_sampled_cases(against):
         assert case["settings"]["temperature"] > 0
 
     drawn()
+
+
+def test_a_candidate_taking_keyword_arguments_gets_the_drawn_settings():
+    """A ``**kwargs`` candidate takes every setting (EC2): it is called with the case's, not at its defaults."""
+    seen = {}
+
+    def generate(model, prompt, **kwargs):
+        seen.update(kwargs)
+        return greedy_with(model, prompt, kwargs["gen_length"], kwargs["mask_id"])
+
+    one = {"prompt": [[3, 4]], "attention_mask": None, "seed": 0,
+           "settings": {"gen_length": 3, "block_length": 3, "steps": 3, "temperature": 0.0}}
+    assert check_decoder(generate, "llada", model="tiny-llada", case=one, knobs=False).passed
+    assert {k: seen[k] for k in one["settings"]} == one["settings"]
+
+
+def greedy_with(model, prompt, gen_length: int, mask_id: int) -> torch.Tensor:
+    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+    for _ in range(gen_length):
+        confidence, token = model(x).logits.softmax(-1).max(-1)
+        position = confidence.masked_fill(x != mask_id, -1.0).argmax(1)
+        x[torch.arange(x.shape[0]), position] = token[torch.arange(x.shape[0]), position]
+    return x
+
+
+def test_the_adapters_honour_left_padding_by_default_in_full_and_prefix_calls():
+    """MA1: LLaDA's convention honours the attention mask unless told to ignore it, and Fast-dLLM's prefix
+    continuation keeps the padding of the full call that made the cache (positions C.. of padded rows). In
+    float64: two computations of one function differ by float64 rounding (1000 ulps at the logits' scale)."""
+    from veridec.adapters import LLaDAConvention
+    from veridec.models import random_model
+
+    model = random_model("llada", 0, num_layers=2, dtype=torch.float64, hidden_size=32, num_heads=4,
+                         num_kv_heads=2, intermediate_size=48)
+    x = torch.randint(0, 90, (2, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(x)
+    mask[1, :4] = 0
+    honoured = model(x, attention_mask=mask).logits
+    assert torch.equal(LLaDAConvention(model)(x, attention_mask=mask).logits, honoured)
+    assert not torch.equal(LLaDAConvention(model, padding="ignore")(x, attention_mask=mask).logits, honoured)
+    full, continued = prefix_continuation(model, x, mask)
+    rounding = 1000 * torch.finfo(torch.float64).eps * full.abs().max().item()
+    assert max_abs(continued, full) <= rounding  # the same padding
+    _, unpadded = prefix_continuation(model, x, None)
+    assert max_abs(continued[1], unpadded[1]) > 1e6 * rounding  # the padding changes row 1
+
+
+def prefix_continuation(model, x, mask, cached: int = 6):
+    """Fast-dLLM's protocol on ``model``: a full call over the padded canvas (its logits from position ``cached``
+    on) and the continuation of x[:, cached:] after the cached prefix."""
+    from veridec.adapters import FastDLLMConvention
+
+    adapter = FastDLLMConvention(model)
+    full = adapter(x, attention_mask=mask, use_cache=True)
+    prefix = [(k[:, :, :cached], v[:, :, :cached]) for k, v in full.past_key_values]
+    return full.logits[:, cached:], adapter(x[:, cached:], past_key_values=prefix, use_cache=True).logits

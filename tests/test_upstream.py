@@ -3,6 +3,7 @@ predictions at their boundaries, by hand, and ``veridec check`` on a from-scratc
 loops, which fails exactly where the official code does (examples/fastdllm_june2025.py). The predictions are
 also held against every official outcome of the golden data (tests/test_golden_check.py)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,16 @@ def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
         setup = CheckSetup(None, None, target("fastdllm"), model, "llada")
         _judge_at_defect(outcome, model, torch.tensor(one["prompt"]), None, setup)
         assert outcome.divergence.step == 1 and outcome.verdict == verdict, (at_step, outcome.problems)
+
+
+def test_the_reproducer_command_parses_with_its_upstream_flag():
+    """The printed CLI line is a valid command: --upstream-defects sits before --case and its JSON."""
+    import shlex
+
+    from veridec.harness.cli import build_parser
+
+    candidate = load_candidate(f"{JUNE}:generate_with_dual_cache")
+    failed = check_decoder(candidate, "fastdllm-2025-06", cache="dual", convention="fastdllm", model="tiny-llada",
+                           max_batch=1, padding=False, max_examples=20, knobs=False, upstream_defects="fail")
+    args = build_parser().parse_args(shlex.split(failed.command)[1:])
+    assert args.upstream_defects == "fail" and json.loads(args.case) == failed.failure.case
