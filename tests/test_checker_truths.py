@@ -278,3 +278,17 @@ def prefix_continuation(model, x, mask, cached: int = 6):
     full = adapter(x, attention_mask=mask, use_cache=True)
     prefix = [(k[:, :, :cached], v[:, :, :cached]) for k, v in full.past_key_values]
     return full.logits[:, cached:], adapter(x[:, cached:], past_key_values=prefix, use_cache=True).logits
+
+
+def test_a_recording_allows_exactly_its_limit_of_calls():
+    """RecordingModel(limit=N): N calls pass, call N + 1 raises (a candidate that loops stops there)."""
+    from veridec.recording import CallLimitExceeded, RecordingModel
+    from veridec.testing import load_check_model
+
+    recording = RecordingModel(load_check_model("tiny-llada"), limit=3)
+    x = torch.randint(0, 90, (1, 4), generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        recording(x)
+    with pytest.raises(CallLimitExceeded, match="more than 3 model calls"):
+        recording(x)
+    assert len(recording.calls) == 3 and recording.counters().model_calls == 3
