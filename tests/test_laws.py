@@ -3,6 +3,7 @@ against laws worked by hand, against the greedy reference decode, and against th
 samples (its Gumbel noise, a chi-square goodness-of-fit test with fixed seeds)."""
 
 import itertools
+import math
 import json
 from collections import Counter
 from fractions import Fraction
@@ -260,3 +261,35 @@ def test_td3_ties_between_positions_go_to_the_lower_one(rule, spec_rule, tempera
     law = decoder_law(IdenticalPositions(p, 4), rule, [0], 3, temperature)
     spec = spec_laws.decode_law(lambda canvas: [p] * len(canvas), (0,), 3, temperature, spec_rule)
     assert law.keys() == spec.keys() and all(law[x] == pytest.approx(spec[x], abs=1e-12) for x in law)
+
+
+def td2_bound_by_hand(table: dict, length: int, k: int, canvas: tuple = ()) -> float:
+    """TD2's bound from its statement, over a joint ``table`` {outcome: p} (V = 2): at a state, S a uniform
+    k-subset of the masked positions, the step's TV(product of exact marginals, exact joint of S), plus each next
+    state's bound weighted by the probability the decoder's product draw leads there."""
+    known = dict(canvas)
+    masked = [j for j in range(length) if j not in known]
+    if not masked:
+        return 0.0
+    consistent = {x: p for x, p in table.items() if all(x[j] == v for j, v in known.items())}
+    mass = sum(consistent.values())
+    total, subsets = 0.0, list(itertools.combinations(masked, min(k, len(masked))))
+    for chosen in subsets:
+        values = list(itertools.product((0, 1), repeat=len(chosen)))
+        joint = {v: sum(p for x, p in consistent.items() if tuple(x[j] for j in chosen) == v) / mass for v in values}
+        marginal = [{b: sum(p for v, p in joint.items() if v[i] == b) for b in (0, 1)} for i in range(len(chosen))]
+        product = {v: math.prod(marginal[i][b] for i, b in enumerate(v)) for v in values}
+        step = 0.5 * sum(abs(product[v] - joint[v]) for v in values)
+        after = sum(product[v] * td2_bound_by_hand(table, length, k, tuple(sorted((*canvas, *zip(chosen, v)))))
+                    for v in values if product[v] > 0 and joint[v] > 0)
+        total += (step + after) / len(subsets)
+    return total
+
+
+def test_td2s_bound_is_its_formula_along_the_decoders_path():
+    """Four positions over a random joint, two per step: the second step's TV counts with the probability of the
+    first step's tokens (the path's weight), as TD2 states."""
+    oracle = EnumeratedJoint.random(2, 4, seed=5, concentration=0.7)
+    table = {tuple(row.tolist()): p.item() for row, p in zip(oracle.outcomes, oracle.flat)}
+    _, bound = random_order_law(oracle, TopK(2), [], 4)
+    assert bound == pytest.approx(td2_bound_by_hand(table, 4, 2), abs=1e-12) and bound > 0

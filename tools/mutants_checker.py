@@ -477,7 +477,7 @@ AREA_TRUTHS = {
                 "tests/test_golden_check.py"),
     "veridec/adapters": ("tests/test_golden_check.py",),
     "veridec/recording": ("tests/test_golden_check.py", "tests/test_recording.py"),
-    "proofs_checks": ("tests/test_laws.py",),
+    "proofs_checks": ("tests/test_laws.py", "tests/test_laws_brute.py"),
     "harness": ("tests/test_checker_truths.py",),
     "tools": ("tests/test_golden.py", "tests/test_golden_check.py"),
 }
