@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tools.golden.checkpoints import content_sha256
-from tools.golden.replay import DEFECTS, replay_case
+from tools.golden.replay import DEFECTS, ignores_padding, replay_case
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "golden.json").read_text())
@@ -126,3 +126,16 @@ def test_the_replay_fails_when_any_recorded_field_differs(models):
     assert all(replay_case(case, models[case["checkpoint"]]) is None for case in (equal, defect, padded))
     for case, path, value in edits:
         assert replay_case(changed(case, path, value), models[case["checkpoint"]]) is not None, path
+
+
+def test_a_llada_case_with_any_padded_row_is_replayed_without_its_mask():
+    """The official LLaDA modelling ignores the attention mask (SQ1.8): one padded row is enough for the replay
+    to run ours without it; an all-ones mask, or another sampler, keeps it."""
+    case = {"sampler": "llada", "attention_mask": [[0, 1, 1], [1, 1, 1]]}
+    assert ignores_padding(case)
+    assert not ignores_padding({**case, "attention_mask": [[1, 1, 1], [1, 1, 1]]})
+    assert not ignores_padding({**case, "attention_mask": None})
+    assert not ignores_padding({**case, "sampler": "dream"})
+    mixed = [c for c in CASES if c["expect"] == "padding_ignored_upstream"
+             and any(0 not in row for row in c["attention_mask"])]
+    assert mixed and all(ignores_padding(c) for c in mixed)  # recorded: a padded row beside unpadded ones
