@@ -164,7 +164,7 @@ def dream_defect(settings: dict, steps: list, model, prompt, mask) -> UpstreamDe
         return None
     total = settings["max_new_tokens"]
     params = DreamParams(steps=settings["steps"], alg=settings["alg"])
-    timesteps = torch.linspace(1, settings.get("eps", 1e-3), settings["steps"] + 1)
+    timesteps = torch.linspace(1, settings.get("eps", 1e-3), settings["steps"] + 1, device="cpu")
     for k, canvas in enumerate(canvases_before(steps, model, prompt, mask, total)):
         masked = canvas == model.special.mask_id  # [B, L]
         count = _transfer_count(masked, timesteps[k], timesteps[k + 1], k == settings["steps"] - 1, params)
@@ -181,5 +181,5 @@ def canvases_before(steps: list, model, prompt: torch.Tensor, mask, gen_length: 
     for step in steps:
         found.append(canvas.clone())
         for row, (positions, tokens) in enumerate(zip(step.positions, step.tokens)):
-            canvas[row, positions] = torch.tensor(tokens, dtype=canvas.dtype)
+            canvas[row, positions] = torch.tensor(tokens, dtype=canvas.dtype, device=canvas.device)
     return found

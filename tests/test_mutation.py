@@ -119,3 +119,35 @@ def test_a_partial_run_never_overwrites_the_committed_report():
     assert mutation.default_report(Namespace(only=None, catalogue=None)) == mutation.DEFAULT_REPORT
     for args in (Namespace(only=["pmi-sign"], catalogue=None), Namespace(only=None, catalogue="mine.py")):
         assert mutation.default_report(args).parent != mutation.DEFAULT_REPORT.parent
+
+
+def test_jobs_run_mutants_at_once_and_report_them_in_catalogue_order(tmp_path, monkeypatch):
+    """--jobs 2: two mutants run at the same time (never more), each on its own copy; the report and the
+    results keep the catalogue's order whatever finishes first."""
+    import threading
+    import time
+
+    running, most, lock = set(), [0], threading.Lock()
+
+    def fake_run_mutant(mutant, work, snapshot, files, options, pristine):
+        with lock:
+            running.add(work)
+            most[0] = max(most[0], len(running))
+        time.sleep(0.3 if mutant is MUTANTS[0] else 0.05)  # the first finishes last
+        with lock:
+            running.discard(work)
+        return mutation.Result(mutant, 1, "killed", killer=f"tests/x.py::{work.name}", phase="related")
+
+    monkeypatch.setattr(mutation, "run_mutant", fake_run_mutant)
+    mutants, report = MUTANTS[:5], tmp_path / "report.md"
+    args = mutation.build_parser().parse_args(["--jobs", "2", "--no-verify", "--workdir", str(tmp_path)])
+    header = mutation.run_header(args, [], ["pyproject.toml"], MUTANTS, mutants)
+    results = mutation.run_all(mutants, ["pyproject.toml"], args, header, report)
+    assert most[0] == 2
+    assert [r.mutant.name for r in results] == [m.name for m in mutants]
+    assert len({r.killer for r in results}) == 5  # five copies
+    text = report.read_text()
+    assert "(finished)" in text and "2 at once" in text
+    assert [text.index(f"`{m.name}`") for m in mutants] == sorted(text.index(f"`{m.name}`") for m in mutants)
+    with pytest.raises(SystemExit):
+        mutation.build_parser().parse_args(["--jobs", "0"])

@@ -37,7 +37,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -268,6 +270,9 @@ class PytestRun:
     log: Path
 
 
+LIVE: set[subprocess.Popen] = set()  # the pytest processes running now, in any job
+
+
 class Sandbox:
     """A copy of the repository (``repo``) with its import shim (``shim``) under ``work``."""
 
@@ -298,6 +303,7 @@ class Sandbox:
         with open(log, "wb") as out:
             process = subprocess.Popen(command, cwd=self.repo, env=self.env(probe, imports), stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
+            LIVE.add(process)
             try:
                 rc, timed_out = process.wait(timeout=timeout), False
             except subprocess.TimeoutExpired:
@@ -306,6 +312,8 @@ class Sandbox:
             except BaseException:  # Ctrl-C: take the child's process group down too
                 stop(process)
                 raise
+            finally:
+                LIVE.discard(process)
         seconds = time.perf_counter() - started
         state = json.loads(probe.read_text()) if probe.exists() else {}
         current = Path(f"{probe}.current")
@@ -366,8 +374,13 @@ class Pristine:
 
     def __init__(self, work: Path, source: Path, files: list[str]):
         self.work, self.source, self.files, self.sandbox, self.verdicts = work, source, files, None, {}
+        self.lock = threading.Lock()  # one copy, one run at a time, whatever the number of jobs
 
     def passes(self, nodeid: str, timeout: float) -> bool:
+        with self.lock:
+            return self._passes(nodeid, timeout)
+
+    def _passes(self, nodeid: str, timeout: float) -> bool:
         if nodeid not in self.verdicts:
             if self.sandbox is None:
                 self.sandbox = Sandbox(self.work, self.source, self.files)
@@ -484,7 +497,9 @@ def render(results: list[Result], header: dict, done: bool) -> str:
               f"test, timeouts not counted) {s['by_pytest']} / {n} ({_percent(s['by_pytest'], n)}), "
               f"{s['by_related']} of them by the related tests; timeouts {s['timeouts']}; survived "
               f"{len(s['survived'])}; inconclusive {len(s['inconclusive'])}; errors {len(s['errors'])}. "
-              f"{s['seconds']:.0f} s in all, {s['seconds'] / max(n, 1):.0f} s per mutant.**", ""]
+              f"{s['seconds']:.0f} s of mutant runs, {s['seconds'] / max(n, 1):.0f} s per mutant"
+              + (f"; {time.time() - header['epoch']:.0f} s wall clock, {header['jobs']} at once"
+                 if "epoch" in header else "") + ".**", ""]
     if s["survived"]:
         lines.append("Survivors: " + "; ".join(f"`{r.mutant.name}` ({r.mutant.clause})"
                                                for r in results if r.status == "survived") + ".")
@@ -574,6 +589,13 @@ def default_report(args) -> Path:
     return Path(tempfile.gettempdir()) / f"veridec-mutation-{Path(args.catalogue or 'mutants').stem}.md"
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="NAME",
@@ -593,6 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--suite-timeout", type=float, default=SUITE_TIMEOUT, help="seconds per whole-suite run")
     parser.add_argument("--untracked", action="store_true", help="copy untracked, not ignored files too")
     parser.add_argument("--no-verify", action="store_true", help="do not rerun killing tests on an unmutated copy")
+    parser.add_argument("--jobs", type=positive_int, default=1,
+                        help="mutants run at once, each on its own copy (default 1; at most one per core)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
     parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
     return parser
@@ -632,33 +656,55 @@ def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> 
             "only": ", ".join(m.name for m in mutants) if args.only else "",
             "full": args.full, "related_only": args.related_only, "pytest": PYTEST_OPTIONS[:-3],
             "timeout": args.timeout,
-            "suite_timeout": args.suite_timeout, "verify": not args.no_verify}
+            "suite_timeout": args.suite_timeout, "verify": not args.no_verify, "jobs": args.jobs,
+            "epoch": time.time()}
 
 
 def run_all(mutants: list, files: list[str], args, header: dict, report: Path) -> list[Result]:
-    """Every mutant on its own copy of one snapshot of the tree; the report rewritten after each."""
+    """Every mutant on its own copy of one snapshot of the tree, ``args.jobs`` at a time; the report (in the
+    catalogue's order) rewritten after each."""
     work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
-    results: list[Result] = []
+    finished: dict[int, Result] = {}
     try:
         snapshot = work / "snapshot"
         copy_files(ROOT, snapshot, files)  # one consistent tree for every mutant, whatever changes meanwhile
         pristine = None if args.no_verify else Pristine(work / "pristine", snapshot, files)
-        for i, mutant in enumerate(mutants, 1):
+
+        def one(i: int) -> tuple[int, Result]:
+            mutant = mutants[i - 1]
             result = run_mutant(mutant, work / f"{i:03d}-{mutant.name}", snapshot, files, args, pristine)
-            results.append(result)
             if not args.keep:
                 shutil.rmtree(work / f"{i:03d}-{mutant.name}", ignore_errors=True)
-            print(f"[{i}/{len(mutants)}] {mutant.name}: {result.status}"
-                  + (f" by {result.killer} ({result.phase})" if result.killer else "")
-                  + f", {result.seconds:.1f} s", flush=True)
-            report.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(report, render(results, header, done=i == len(mutants)))
+            return i, result
+
+        with ThreadPoolExecutor(max_workers=getattr(args, "jobs", 1)) as pool:
+            futures = [pool.submit(one, i) for i in range(1, len(mutants) + 1)]
+            try:
+                ordered_results(futures, mutants, finished, header, report)
+            except BaseException:  # Ctrl-C or a broken run: no new mutant starts, the running ones are stopped
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in list(LIVE):
+                    stop(process)
+                raise
     finally:
         if args.keep:
             print(f"copies and logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return results
+    return [finished[k] for k in sorted(finished)]
+
+
+def ordered_results(futures: list, mutants: list, finished: dict, header: dict, report: Path) -> None:
+    """Collect each mutant's result as it finishes; print it and rewrite the report in the catalogue's order."""
+    for future in as_completed(futures):
+        i, result = future.result()
+        finished[i] = result
+        print(f"[{len(finished)}/{len(mutants)}] {result.mutant.name}: {result.status}"
+              + (f" by {result.killer} ({result.phase})" if result.killer else "")
+              + f", {result.seconds:.1f} s", flush=True)
+        report.parent.mkdir(parents=True, exist_ok=True)
+        ordered = [finished[k] for k in sorted(finished)]
+        write_text_atomic(report, render(ordered, header, done=len(finished) == len(mutants)))
 
 
 if __name__ == "__main__":
