@@ -17,6 +17,8 @@ from veridec.harness.units import open_records
 from veridec.testing import check_decoder
 from veridec.testing.stochastic import MAX_CELLS, compare_laws, homogeneity, pearson_fit
 
+from oracles.bridge import greedy_candidate  # tests/ is on sys.path under pytest's default import mode
+
 TOL = 1e-12  # float64 sums of a handful of terms of size <= 10
 
 
@@ -230,21 +232,12 @@ def test_a_candidate_taking_keyword_arguments_gets_the_drawn_settings():
 
     def generate(model, prompt, **kwargs):
         seen.update(kwargs)
-        return greedy_with(model, prompt, kwargs["gen_length"], kwargs["mask_id"])
+        return greedy_candidate(model, prompt, kwargs["gen_length"], kwargs["mask_id"])
 
     one = {"prompt": [[3, 4]], "attention_mask": None, "seed": 0,
            "settings": {"gen_length": 3, "block_length": 3, "steps": 3, "temperature": 0.0}}
     assert check_decoder(generate, "llada", model="tiny-llada", case=one, knobs=False).passed
     assert {k: seen[k] for k in one["settings"]} == one["settings"]
-
-
-def greedy_with(model, prompt, gen_length: int, mask_id: int) -> torch.Tensor:
-    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
-    for _ in range(gen_length):
-        confidence, token = model(x).logits.softmax(-1).max(-1)
-        position = confidence.masked_fill(x != mask_id, -1.0).argmax(1)
-        x[torch.arange(x.shape[0]), position] = token[torch.arange(x.shape[0]), position]
-    return x
 
 
 def test_the_adapters_honour_left_padding_by_default_in_full_and_prefix_calls():

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from veridec.harness.cli import main
 from veridec.testing import check_decoder
+
+from oracles.bridge import greedy_candidate  # tests/ is on sys.path under pytest's default import mode
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = ROOT / "examples" / "fastdllm_dual_broken.py"
@@ -21,12 +22,7 @@ ONE = {"prompt": [[3, 4]], "attention_mask": None, "seed": 0,
 
 
 def greedy(model, prompt, gen_length=2, mask_id=0):
-    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
-    for _ in range(gen_length):
-        confidence, token = model(x).logits.softmax(-1).max(-1)
-        position = confidence.masked_fill(x != mask_id, -1.0).argmax(1)
-        x[torch.arange(x.shape[0]), position] = token[torch.arange(x.shape[0]), position]
-    return x
+    return greedy_candidate(model, prompt, gen_length, mask_id)
 
 
 def exits(model, prompt, gen_length=2, mask_id=0):

@@ -181,3 +181,15 @@ def production_rule(rule: dict):
     if r["rule"] not in build:
         raise AssertionError(r["rule"])
     return build[r["rule"]]()
+
+
+def greedy_candidate(model, prompt: torch.Tensor, gen_length: int, mask_id: int) -> torch.Tensor:
+    """A plain candidate written outside the project: one position per call, the most confident masked one,
+    its argmax token (the checker tests' stand-in for a user's decoder). Returns the canvas [B, P + gen_length]."""
+    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)  # [B, L]
+    rows = torch.arange(x.shape[0])
+    for _ in range(gen_length):
+        confidence, token = model(x).logits.softmax(-1).max(-1)  # [B, L] each
+        position = confidence.masked_fill(x != mask_id, -1.0).argmax(1)  # [B]
+        x[rows, position] = token[rows, position]
+    return x
