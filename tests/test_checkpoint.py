@@ -136,3 +136,102 @@ def test_missing_shard_and_missing_mask_token(tiny_folders, tmp_path):
         load_pretrained(broken)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_pretrained(tmp_path / "nowhere")
+
+
+def index_naming(shard):
+    """Replace the single safetensors file by an index that maps every tensor to ``shard``."""
+    def how(folder):
+        with safe_open(folder / "model.safetensors", framework="pt") as f:
+            keys = list(f.keys())
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": dict.fromkeys(keys, shard)}))
+    return how
+
+
+def retyped(dtype):
+    def how(folder):
+        path = folder / "model.safetensors"
+        with safe_open(path, framework="pt") as f:
+            save_file({k: f.get_tensor(k).to(dtype) for k in f.keys()}, path)
+    return how
+
+
+def moved_out_and_indexed(folder):
+    index_naming("../outside.safetensors")(folder)
+    shutil.move(folder / "model.safetensors", folder.parent / "outside.safetensors")
+
+
+def linked_out_and_indexed(folder):
+    index_naming("link.safetensors")(folder)
+    shutil.move(folder / "model.safetensors", folder.parent / "elsewhere.safetensors")
+    (folder / "link.safetensors").symlink_to(folder.parent / "elsewhere.safetensors")
+
+
+def tokenizer_of(other):
+    def how(folder):
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if (other / name).exists():
+                shutil.copy(other / name, folder / name)
+    return how
+
+
+def pickle_only(folder):
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"not read")
+
+
+HOSTILE_FOLDERS = [  # (how, message); the dream tiny folder: mask 97, EOS = pad 98, vocabulary 100
+    (lambda f: edit_config(f, mask_token_id=96), r"mask_token_id 96 disagrees with the tokenizer's mask token "
+                                                 r"'<\|mask\|>' \(id 97\)"),
+    (lambda f: edit_config(f, mask_token_id="97"), r"mask_token_id must be an integer token id, got '97'"),
+    (lambda f: edit_config(f, mask_token_id=97.0), r"mask_token_id must be an integer token id, got 97.0"),
+    (lambda f: edit_config(f, mask_token_id=True), r"mask_token_id must be an integer token id, got True"),
+    (lambda f: edit_config(f, mask_token_id=100), r"mask_token_id 100 lies outside the vocabulary \[0, 100\)"),
+    (lambda f: edit_config(f, eos_token_id=97), r"eos_token_id 97 equals the mask token id"),
+    (lambda f: edit_config(f, pad_token_id=97), r"pad_token_id 97 equals the mask token id"),
+    (lambda f: edit_config(f, eos_token_id=[98, 5]), r"eos_token_id lists 2 ids \[98, 5\]: veridec stops at one id"),
+    (lambda f: edit_config(f, eos_token_id="x"), r"eos_token_id must be an integer token id, got 'x'"),
+    (lambda f: edit_config(f, pad_token_id=-1), r"pad_token_id -1 lies outside the vocabulary"),
+    (lambda f: (f / "config.json").write_text("[]"), r"config.json: must hold a JSON object of settings, got list"),
+    (lambda f: (f / "config.json").write_text("null"), r"config.json: must hold a JSON object .* got NoneType"),
+    (lambda f: (f / "config.json").write_bytes(b"\xff\xfe"), r"config.json: not valid JSON"),
+    (lambda f: (f / "tokenizer.json").write_text("{"), r"the tokenizer files .* cannot be read"),
+    (pickle_only, r"pytorch_model.bin found: veridec never loads pickle files"),
+    (retyped(torch.int32), r"has dtype torch.int32; weights must be one of torch.float16"),
+    (retyped(torch.bool), r"has dtype torch.bool; weights must be one of"),
+    (moved_out_and_indexed, r"shard '../outside.safetensors' lies outside the model folder"),
+    (linked_out_and_indexed, r"shard 'link.safetensors' lies outside the model folder"),
+    (index_naming("/etc/passwd"), r"shard '/etc/passwd' lies outside the model folder"),
+    (lambda f: (f / "model.safetensors.index.json").write_text("[1]"), r"no 'weight_map' object"),
+    (lambda f: (f / "model.safetensors.index.json").write_text('{"weight_map": {"a": 1}}'),
+     r"'weight_map' must map tensor names to shard file names"),
+]
+
+
+@pytest.mark.parametrize("how, message", HOSTILE_FOLDERS)
+def test_hostile_model_folders_are_refused_naming_the_file_and_the_key(tiny_folders, tmp_path, how, message):
+    """Every config value checked per key, the tokenizer held to the config, shards confined to the folder."""
+    broken = break_folder(tiny_folders["dream"], tmp_path, how)
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        load_pretrained(broken)
+
+
+def test_another_familys_tokenizer_is_refused(tiny_folders, tmp_path):
+    broken = break_folder(tiny_folders["dream"], tmp_path, tokenizer_of(tiny_folders["llada"]))
+    with pytest.raises(ValueError, match=r"the tokenizer's mask token is '<\|mdm_mask\|>', a dream tokenizer's is "
+                                         r"'<\|mask\|>' \(a tokenizer from another model\?\)"):
+        load_pretrained(broken)
+
+
+def test_a_one_element_id_list_is_that_id(tiny_folders, tmp_path):
+    """Hugging Face configs may list one EOS id: it is that id (several ids are refused above)."""
+    listed = load_pretrained(break_folder(tiny_folders["dream"], tmp_path, lambda f: edit_config(
+        f, eos_token_id=[98], mask_token_id=[97])))
+    assert (listed.special.eos_id, listed.special.mask_id) == (98, 97)
+
+
+@pytest.mark.parametrize("vocab, message", [("64", r"vocab_size must be an integer >= 1, got '64'"),
+                                            (10**6, r"vocab_size 1000000 exceeds embedding_size 100")])
+def test_llada_checks_vocab_size_beside_embedding_size(tiny_folders, tmp_path, vocab, message):
+    broken = break_folder(tiny_folders["llada"], tmp_path, lambda f: edit_config(f, vocab_size=vocab))
+    with pytest.raises(ValueError, match=message):
+        load_pretrained(broken)

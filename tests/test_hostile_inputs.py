@@ -108,6 +108,40 @@ def test_decoders_refuse_nan_and_positive_infinite_logits_naming_step_and_positi
         DECODERS[name](model, prompt)
 
 
+def every_token_banned(model, position: int = -1):
+    """The model with every logit -inf at one column of each forward's window (the last by default)."""
+    raw = model.raw_forward
+
+    def forward(*args, **kwargs):
+        out = raw(*args, **kwargs)
+        out.logits[:, position, :] = -INF
+        return out
+
+    model.raw_forward = forward
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS))
+def test_decoders_refuse_a_position_where_every_token_is_banned(name):
+    """-inf in every vocabulary column leaves nothing to draw (softmax NaN): an error naming step, call, row and
+    position. Classifier-free guidance turns -inf - -inf into NaN first, which is refused as NaN."""
+    # Dream reads position i's logits from column i - 1 (M3): its last column predicts nothing.
+    model = every_token_banned(random_model("dream", 0), -2) if name == "dream" else every_token_banned(
+        random_model("llada", 0))
+    message = (r"at step \d+ \(after model call \d+\) are (-inf for every token at row 0, position \d+|nan at row 0)"
+               if name == "llada-cfg" else
+               r"at step \d+ \(after model call \d+\) are -inf for every token at row 0, position \d+: ")
+    with pytest.raises(NonFiniteLogits, match=message):
+        DECODERS[name](model, torch.tensor([[7, 8, 9]]))
+
+
+def test_the_banned_position_is_named_in_canvas_coordinates():
+    model = every_token_banned(random_model("llada", 0), position=4)
+    with pytest.raises(NonFiniteLogits, match=r"at step 0 \(after model call 1\) are -inf for every token at row 0, "
+                                              r"position 4: "):
+        DECODERS["reference"](model, torch.tensor([[7, 8, 9]]))
+
+
 def test_minus_infinity_logits_stay_allowed():
     """-inf bans a token: a model whose mask logit is -inf everywhere decodes (every test's never_predicts_mask)."""
     model = poisoned(random_model("llada", 0), -INF, token=random_model("llada", 0).special.mask_id)

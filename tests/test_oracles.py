@@ -113,3 +113,25 @@ def test_oracle_validation():
         EnumeratedJoint(zero)(torch.tensor([[0, 3]]))
     with pytest.raises(ValueError, match="full sequence"):
         HMMOracle.random(2, 2).log_likelihood(torch.tensor([[0, 2]]))
+
+
+@pytest.mark.parametrize("x, message", [
+    (torch.tensor([[0, 5]]), r"symbol ids must lie in \[0, 2\), got 5"),
+    (torch.tensor([[-1, 0]]), r"symbol ids must lie in \[0, 2\), got -1"),
+    (torch.tensor([[0.0, 1.0]]), "must be a LongTensor"),
+    ([[0, 1]], "must be a LongTensor .B, L., got list"),
+])
+def test_exact_likelihoods_refuse_ids_outside_the_symbols(x, message):
+    """An id outside the oracle's symbols has no probability to report: refused, never clamped into range."""
+    with pytest.raises(ValueError, match=message):
+        HMMOracle.random(2, 2).log_likelihood(x)
+    with pytest.raises(ValueError, match=message):
+        HMMOracle.random(2, 2).to_enumerated(2).log_prob(x)
+
+
+def test_a_padded_position_may_hold_any_id():
+    hmm = HMMOracle.random(2, 2)
+    padded = hmm.log_likelihood(torch.tensor([[9, 1]]), attention_mask=torch.tensor([[0, 1]]))
+    assert torch.allclose(padded, hmm.log_likelihood(torch.tensor([[0, 1]]), attention_mask=torch.tensor([[0, 1]])))
+    with pytest.raises(ValueError, match="sequence length must be 2"):
+        hmm.to_enumerated(2).log_prob(torch.tensor([[0]]))

@@ -74,18 +74,29 @@ def _parameters(model):
 
 
 class NonFiniteLogits(ValueError):
-    """The logits a decoding step acts on hold NaN or +inf (a broken model, or a guidance that diverged)."""
+    """The logits a decoding step acts on hold NaN or +inf, or a position bans every token (all -inf): a broken
+    model, or a guidance that diverged."""
 
 
 def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits") -> None:
-    """Refuse NaN anywhere or +inf in ``logits`` [B, W, V] (or [B, V]) a step acts on, naming the step, the model
-    call, the row, the canvas position and the token; -inf stays allowed (it bans a token). One comparison and
-    one reduction on the device per step."""
+    """Refuse NaN anywhere, +inf, or a position whose logits are all -inf in ``logits`` [B, W, V] (or [B, V]) a
+    step acts on, naming the step, the model call, the row, the canvas position (and the token); -inf stays
+    allowed per token (it bans that token). Two comparisons and two reductions on the device per step."""
+    when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
     bad = ~(logits < torch.inf)  # NaN and +inf; -inf and finite values compare below +inf
-    if not bad.any():
-        return
-    index = bad.nonzero()[0].tolist()
-    value = logits[tuple(index)].item()
-    where = f"row {index[0]}" + (f", position {offset + index[1]}" if len(index) == 3 else "") + f", token {index[-1]}"
-    raise NonFiniteLogits(f"{what} at step {len(trace.steps)} (after model call {trace.counters.model_calls}) are "
-                          f"{value} at {where}: a decoder refuses NaN and +inf logits (-inf bans a token)")
+    if bad.any():
+        index = bad.nonzero()[0].tolist()
+        value = logits[tuple(index)].item()
+        where = _row_position(index[:-1], offset) + f", token {index[-1]}"
+        raise NonFiniteLogits(f"{what} {when} are {value} at {where}: a decoder refuses NaN and +inf logits "
+                              "(-inf bans a token)")
+    banned = ~(logits > -torch.inf).any(dim=-1)  # [B, W] (or [B]): no token left to draw
+    if banned.any():
+        where = _row_position(banned.nonzero()[0].tolist(), offset)
+        raise NonFiniteLogits(f"{what} {when} are -inf for every token at {where}: the softmax there is NaN, so a "
+                              "decoder refuses a position with no finite logit (-inf may ban some tokens, not all)")
+
+
+def _row_position(index: list[int], offset: int) -> str:
+    """'row r' or 'row r, position p' for an index [row] or [row, window column] (the column counted from offset)."""
+    return f"row {index[0]}" + (f", position {offset + index[1]}" if len(index) == 2 else "")

@@ -21,6 +21,8 @@ from .transformer import BidirectionalTransformer
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def load_pretrained(folder: str | Path, dtype: torch.dtype | None = None,
@@ -37,11 +39,7 @@ def load_pretrained(folder: str | Path, dtype: torch.dtype | None = None,
     if tokenizer is not None and len(tokenizer) > cfg.vocab_size:
         raise ValueError(f"{folder / 'tokenizer.json'}: the tokenizer has {len(tokenizer)} tokens, more than the "
                          f"model's vocabulary of {cfg.vocab_size} (config.json): its last ids have no embedding")
-    special = _special_tokens(config, tokenizer, layout, folder)
-    for name, token in (("eos", special.eos_id), ("eot", special.eot_id), ("pad", special.pad_id)):
-        if token is not None and not 0 <= token < cfg.vocab_size:
-            raise ValueError(f"{folder / 'config.json'}: the {name} token id {token} lies outside the vocabulary "
-                             f"[0, {cfg.vocab_size})")
+    special = _special_tokens(config, tokenizer, layout, folder, cfg.vocab_size)
     with torch.device("meta"):
         model = BidirectionalTransformer(cfg, special, layout.family, layout.logit_shift)
     state = _read_tensors(folder, layout.tensor_names(cfg), model.state_dict(), dtype, device)
@@ -96,9 +94,16 @@ def _read_config(folder: Path) -> dict:
         raise FileNotFoundError(f"model folder {folder} does not exist")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (a model folder needs config.json)")
+    config = _read_json(path)
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: must hold a JSON object of settings, got {type(config).__name__}")
+    return config
+
+
+def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
 
 
@@ -108,45 +113,101 @@ def _load_tokenizer(folder: Path):
     from transformers import AutoTokenizer, PretrainedConfig
 
     # An empty config keeps AutoTokenizer from re-reading config.json (whose model_type it does not know).
-    return AutoTokenizer.from_pretrained(str(folder), config=PretrainedConfig(), trust_remote_code=False,
-                                         local_files_only=True)
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), config=PretrainedConfig(), trust_remote_code=False,
+                                             local_files_only=True)
+    except Exception as err:  # transformers and tokenizers raise many types (JSON, OSError, their own)
+        raise ValueError(f"{folder}: the tokenizer files ({', '.join(TOKENIZER_FILES)}) cannot be read "
+                         f"({type(err).__name__}: {err})") from err
 
 
-def _first(value):
-    return value[0] if isinstance(value, list) else value
+def _token_id(config: dict, key: str, vocab_size: int, source: Path) -> int | None:
+    """config[key] as one token id in [0, vocab_size) (a one-element list is that id), None when absent; an
+    error naming the file and the key otherwise (a float, a string, a boolean, several ids)."""
+    value = config.get(key)
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if value is None:
+        return None
+    if isinstance(value, list):
+        raise ValueError(f"{source}: {key} lists {len(value)} ids {value[:4]}: veridec stops at one id per "
+                         "role; give one integer")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{source}: {key} must be an integer token id, got {value!r}")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{source}: {key} {value} lies outside the vocabulary [0, {vocab_size})")
+    return value
 
 
-def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path) -> SpecialTokens:
-    """Mask/EOS/pad ids from config.json (tokenizer as fallback); end-of-turn from the tokenizer."""
-    mask_id = config.get("mask_token_id")
-    if mask_id is None and tokenizer is not None:
-        mask_id = tokenizer.mask_token_id
+def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path, vocab_size: int) -> SpecialTokens:
+    """Mask/EOS/pad ids from config.json (tokenizer as fallback), each checked; end-of-turn from the tokenizer."""
+    source = folder / "config.json"
+    mask_id = _token_id(config, "mask_token_id", vocab_size, source)
+    tokenizer_mask = None if tokenizer is None else tokenizer.mask_token_id
     if mask_id is None:
-        raise ValueError(f"{folder / 'config.json'}: no mask token (mask_token_id is missing and the tokenizer "
-                         "has none)")
-    eos_id = _first(config.get("eos_token_id")) if config.get("eos_token_id") is not None else (
-        tokenizer.eos_token_id if tokenizer is not None else None)
+        mask_id = tokenizer_mask
+    if mask_id is None:
+        raise ValueError(f"{source}: no mask token (mask_token_id is missing and the tokenizer has none)")
+    if tokenizer_mask is not None and tokenizer.mask_token != layout.mask_token:
+        raise ValueError(f"{folder / 'tokenizer.json'}: the tokenizer's mask token is {tokenizer.mask_token!r}, a "
+                         f"{layout.family} tokenizer's is {layout.mask_token!r} (a tokenizer from another model?)")
+    if tokenizer_mask is not None and tokenizer_mask != mask_id:
+        raise ValueError(f"{source}: mask_token_id {mask_id} disagrees with the tokenizer's mask token "
+                         f"{tokenizer.mask_token!r} (id {tokenizer_mask}): the prompt's mask text would never be "
+                         "infilled (a tokenizer from another model?)")
+    eos_id = _token_id(config, "eos_token_id", vocab_size, source)
+    if eos_id is None and tokenizer is not None:
+        eos_id = tokenizer.eos_token_id
+    pad_id = _token_id(config, "pad_token_id", vocab_size, source)
+    for name, token in (("eos_token_id", eos_id), ("pad_token_id", pad_id)):
+        if token == mask_id:
+            raise ValueError(f"{source}: {name} {token} equals the mask token id: a committed token would read as "
+                             "still masked")
     eot_id = None
     if tokenizer is not None and layout.eot_token in tokenizer.get_vocab():
         eot_id = tokenizer.convert_tokens_to_ids(layout.eot_token)
-    return SpecialTokens(mask_id=int(mask_id), eos_id=eos_id, eot_id=eot_id, pad_id=_first(config.get("pad_token_id")))
+    if eot_id is not None and not 0 <= eot_id < vocab_size:  # the tokenizer may be larger than the embedding
+        raise ValueError(f"{folder / 'tokenizer.json'}: the end-of-turn token id {eot_id} lies outside the "
+                         f"vocabulary [0, {vocab_size})")
+    return SpecialTokens(mask_id=mask_id, eos_id=eos_id, eot_id=eot_id, pad_id=pad_id)
 
 
 def _tensor_files(folder: Path) -> dict[str, Path]:
     """Official tensor name -> the safetensors file that must hold it (None-keyed for a single file)."""
     index = folder / INDEX_FILE
     if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map")
-        if not weight_map:
-            raise ValueError(f"{index}: no 'weight_map'")
+        weight_map = _weight_map(index)
         for name in sorted(set(weight_map.values())):
+            _check_inside(folder, name, index)
             if not (folder / name).is_file():
                 raise FileNotFoundError(f"{folder / name}: missing (listed in {INDEX_FILE})")
         return {tensor: folder / name for tensor, name in weight_map.items()}
     single = folder / SINGLE_FILE
     if not single.is_file():
-        raise FileNotFoundError(f"{folder}: no {SINGLE_FILE} and no {INDEX_FILE}")
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        hint = (f" ({', '.join(pickles[:3])} found: veridec never loads pickle files, which can run code when "
+                "read; convert them to safetensors)") if pickles else ""
+        raise FileNotFoundError(f"{folder}: no {SINGLE_FILE} and no {INDEX_FILE}{hint}")
     return dict.fromkeys(_open_safetensors(single).keys(), single)
+
+
+def _weight_map(index: Path) -> dict[str, str]:
+    """The index's tensor -> shard file name table, checked to be a JSON object of strings."""
+    content = _read_json(index)
+    weight_map = content.get("weight_map") if isinstance(content, dict) else None
+    if not weight_map or not isinstance(weight_map, dict):
+        raise ValueError(f"{index}: no 'weight_map' object (tensor name -> shard file)")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise ValueError(f"{index}: 'weight_map' must map tensor names to shard file names (strings)")
+    return weight_map
+
+
+def _check_inside(folder: Path, name: str, index: Path) -> None:
+    """A shard the index names must be a file of the folder itself: no path, no '..', no link leading out."""
+    target = (folder / name).resolve()
+    if Path(name).name != name or target.parent != folder.resolve():
+        raise ValueError(f"{index}: shard {name!r} lies outside the model folder {folder} (an index may only "
+                         "name files in its own folder)")
 
 
 def _open_safetensors(path: Path):
@@ -172,6 +233,9 @@ def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch
             tensor = handles[files[official]].get_tensor(official)
         except Exception as err:  # the header lists it but the data is truncated or corrupt
             raise ValueError(f"{files[official]}: tensor {official} cannot be read ({err})") from err
+        if tensor.dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"{files[official]}: tensor {official} has dtype {tensor.dtype}; weights must be one "
+                             f"of {', '.join(str(d) for d in WEIGHT_DTYPES)}")
         want = tuple(expected[internal].shape)
         if tuple(tensor.shape) != want:
             raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config "

@@ -21,6 +21,7 @@ class Layout:
     model_types: tuple[str, ...]
     logit_shift: int
     eot_token: str  # the end-of-turn token's string in the family's tokenizer
+    mask_token: str  # the mask token's string in the family's tokenizer
     default_special: SpecialTokens  # the 8B/7B models' ids, used when the config does not say
     layer_names: dict[str, str]  # internal suffix -> official name, "{i}" is the layer index
     global_names: dict[str, str]
@@ -88,6 +89,9 @@ def _llada_to_config(c: dict) -> TransformerConfig:
     n_heads = _integer(c, "n_heads")
     hidden = _integer(c, "d_model")
     vocab_key = "embedding_size" if c.get("embedding_size") else "vocab_size"
+    if vocab_key == "embedding_size" and c.get("vocab_size") is not None and not (
+            _integer(c, "vocab_size") <= _integer(c, "embedding_size")):
+        raise ValueError(f"vocab_size {c['vocab_size']} exceeds embedding_size {c['embedding_size']}")
     intermediate = (_integer(c, "mlp_hidden_size") if c.get("mlp_hidden_size")
                     else _integer(c, "mlp_ratio", 4) * hidden)
     return TransformerConfig(
@@ -171,7 +175,7 @@ def _column(table: dict[str, tuple[str, str]], index: int) -> dict[str, str]:
 
 
 LLADA = Layout(
-    family="llada", model_types=("llada",), logit_shift=0, eot_token="<|eot_id|>",
+    family="llada", model_types=("llada",), logit_shift=0, eot_token="<|eot_id|>", mask_token="<|mdm_mask|>",
     default_special=SpecialTokens(mask_id=126336, eos_id=126081, eot_id=126348, pad_id=126081),
     layer_names=_column(LAYER_NAMES, 0), global_names=_column(GLOBAL_NAMES, 0),
     to_config=_llada_to_config, from_config=_llada_from_config,
@@ -179,6 +183,7 @@ LLADA = Layout(
 
 DREAM = Layout(
     family="dream", model_types=("Dream", "dream", "qwen2"), logit_shift=1, eot_token="<|im_end|>",
+    mask_token="<|mask|>",
     default_special=SpecialTokens(mask_id=151666, eos_id=151643, eot_id=151645, pad_id=151643),
     layer_names=_column(LAYER_NAMES, 1), global_names=_column(GLOBAL_NAMES, 1),
     to_config=_dream_to_config, from_config=_dream_from_config,

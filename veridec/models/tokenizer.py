@@ -7,14 +7,13 @@ import string
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from .layouts import LAYOUTS
+
 # Printable ASCII plus newline and tab: 97 characters.
 DEFAULT_ALPHABET = "".join(c for c in string.printable if c not in "\x0b\x0c\r")
 
 # Special-token strings of each family's official tokenizer: (mask, eos = pad, end of turn).
-FAMILY_SPECIALS = {
-    "llada": ("<|mdm_mask|>", "<|endoftext|>", "<|eot_id|>"),
-    "dream": ("<|mask|>", "<|endoftext|>", "<|im_end|>"),
-}
+FAMILY_SPECIALS = {family: (layout.mask_token, "<|endoftext|>", layout.eot_token) for family, layout in LAYOUTS.items()}
 
 
 def char_tokenizer(family: str, alphabet: str = DEFAULT_ALPHABET) -> PreTrainedTokenizerFast:

@@ -54,6 +54,16 @@ class Oracle:
         mask_column = torch.zeros(*x.shape, 1, dtype=torch.float64, device=probs.device)  # p(mask) = 0
         return PredictorOutput(torch.cat([probs, mask_column], dim=-1).log().clamp_min(IMPOSSIBLE))
 
-    def _check_full(self, x: torch.Tensor) -> None:
-        if (x == self.special.mask_id).any():
+    def _check_full(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Validate full sequences ``x`` [B, L] (symbol ids in [0, V) at every real position, no mask) and return
+        their real positions [B, L] bool."""
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"x must be a LongTensor [B, L], got {type(x).__name__}")
+        real = check_canvas(x, attention_mask, self.max_length)
+        ids = x[real]
+        if (ids == self.special.mask_id).any():
             raise ValueError("x: a full sequence is needed (no mask tokens)")
+        outside = (ids < 0) | (ids >= self.num_symbols)
+        if outside.any():
+            raise ValueError(f"x: symbol ids must lie in [0, {self.num_symbols}), got {ids[outside][0].item()}")
+        return real

@@ -57,6 +57,8 @@ class EnumeratedJoint(Oracle):
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
         """log p(x) for full sequences x [B, L]."""
         self._check_full(x)
+        if x.shape[1] != self.length:
+            raise ValueError(f"x: sequence length must be {self.length} for this joint, got {x.shape[1]}")
         index = (x * self.num_symbols ** torch.arange(self.length - 1, -1, -1, device=x.device)).sum(dim=1)  # [B]
         return self.flat[index].log()
 

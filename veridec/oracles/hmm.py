@@ -62,8 +62,7 @@ class HMMOracle(Oracle):
 
     def log_likelihood(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """log p(x) [B] of full sequences (only the real, unpadded positions count)."""
-        self._check_full(x)
-        mask = torch.ones_like(x, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        mask = self._check_full(x, attention_mask)
         _, log_scale = self._forward(self._likelihoods(x, mask), mask)
         return log_scale.sum(dim=1)
 
