@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import torch
@@ -105,11 +106,16 @@ def check_output_dir(path: Path | None, flag: str) -> None:
 
 
 def _writable_folder(folder: Path, flag: str, path: Path) -> None:
+    """Create ``folder`` and prove it takes a file (a probe written and removed): permission bits alone miss a
+    read-only file system, and root passes every ``os.access`` test."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as err:
         raise UsageError(f"{flag} {path}: a parent is a file ({err})") from err
-    except PermissionError as err:
-        raise UsageError(f"{flag} {path}: cannot create {folder} ({err})") from err
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: {folder} is not writable")
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot create {folder} ({err.strerror or err})") from err
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".veridec-write-probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: {folder} is not writable ({err.strerror or err})") from err

@@ -321,13 +321,34 @@ def test_json_and_trace_parents_are_created(cli, tiny_folders, tmp_path):
     assert code == 0 and trace.is_file()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders, so there is nothing to refuse")
-def test_a_read_only_folder_is_refused(cli, tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    code, _, err = cli("bounds", "--cases", "10", "--json", folder / "b.json")
-    assert code == 2 and "is not writable" in err
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder no file can be created in: mode 555 for a user; for root (who passes permission bits), sysfs's
+    /sys/kernel, which refuses new files to everyone."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    if not Path("/sys/kernel").is_dir():
+        pytest.skip("running as root without /sys/kernel: no folder here refuses root a new file")
+    return Path("/sys/kernel")
+
+
+def test_unwritable_output_folders_are_one_clear_line_before_any_work(cli, tiny_folders, unwritable):
+    model = ["--model", tiny_folders["llada"]]
+    cases = [
+        ["bounds", "--cases", "10", "--json", unwritable / "b.json"],
+        ["generate", "--prompt", "ab", *model, "--trace", unwritable / "t.json"],
+        ["verify", *model, "--quick", "--out", unwritable],
+        ["verify", *model, "--quick", "--out", unwritable / "deeper"],
+        ["exactness", *model, "--quick", "--out", unwritable],
+        ["experiment", "models", "--quick", "--out", unwritable],
+    ]
+    for argv in cases:
+        code, out, err = cli(*argv)
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert "is not writable" in err or "cannot create" in err, (argv, err)
 
 
 # ------------------------------------------------------------------------------------------- 5. arguments
