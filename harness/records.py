@@ -1,9 +1,14 @@
 """Records that survive a kill: one JSON line per finished unit of work, flushed and fsync'd as it finishes.
 
 A table is derived from its records, so a run killed at any moment loses at most the unit in progress; a rerun
-with the same file skips the finished units. Each line holds the unit's key, the run's settings (and their
-hash) and the unit's result. A truncated last line (the kill came mid-write) is dropped and redone; a line from
-other settings, or any other unreadable line, is a clear error: records from different runs are never mixed.
+with the same file skips the finished units. Each line holds the unit's key (which names the model's weights by
+their digest), the run's settings (and their hash), the unit's result, the veridec version that computed it and
+a digest of the line's own content. A truncated last line (the kill came mid-write: the start of a record
+without its newline) is dropped and redone; a line from other settings or another version, a line whose
+content no longer matches its digest (edited by hand), any other unreadable line, and a records path that is a
+link or not a regular file are clear errors naming the file and line: records from different runs are never
+mixed, and a table never holds a line the run cannot vouch for. The digest catches edits and corruption, not
+forgery (it is no signature).
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ import os
 from pathlib import Path
 
 import torch
+
+from veridec import __version__
+
+from .arguments import UsageError
+
+RECORD_START = b'{"key": '  # how every record line begins (json.dumps keeps the order written)
+
+
+class RecordsError(UsageError):
+    """A records file the run cannot vouch for (exit code 2, one line): it names the file and the line."""
 
 
 def settings_hash(settings: dict) -> str:
@@ -73,29 +88,62 @@ class Records:
         if not items:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        _check_regular(path)
         with open(path, "a") as handle:
             for key, result in items:
-                handle.write(json.dumps({"key": key, "settings_hash": self.hash, "settings": self.settings,
-                                         "result": result}) + "\n")
+                record = {"key": key, "settings_hash": self.hash, "settings": self.settings, "result": result,
+                          "veridec": __version__}
+                handle.write(json.dumps({**record, "digest": record_digest(record)}) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
     def _read(self, path: Path) -> dict[str, dict]:
+        _check_regular(path)
         data = path.read_bytes()
         complete, _, tail = data.rpartition(b"\n")
+        if tail and not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
+            last = len(complete.split(b"\n")) + 1 if complete else 1
+            raise RecordsError(f"{path}: line {last} is not a veridec record "
+                             "(nor the start of one cut short); give another --out or remove the file")
+        found = {}
+        for number, raw in enumerate(complete.split(b"\n") if complete else [], start=1):
+            key, result = self._parse(path, number, raw)
+            found[key] = result
         if tail:  # the last write was cut short: drop it, it is redone
             with open(path, "r+b") as handle:
                 handle.truncate(len(complete) + 1 if complete else 0)
-        found = {}
-        for number, raw in enumerate(complete.split(b"\n") if complete else [], start=1):
-            try:
-                record = json.loads(raw)
-                key, result, recorded_hash = record["key"], record["result"], record["settings_hash"]
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path}: line {number} is not a veridec record; give another --out or "
-                                 "remove the file") from None
-            if recorded_hash != self.hash:
-                raise ValueError(f"{path}: its records come from other settings ({record.get('settings')}), "
-                                 f"not this run's ({self.settings}); give another --out or pass --fresh")
-            found[key] = result
         return found
+
+    def _parse(self, path: Path, number: int, raw: bytes) -> tuple[str, dict]:
+        """One record line -> (key, result), every field checked; a clear error naming the file and line."""
+        try:
+            record = json.loads(raw)
+            key, result, recorded_hash, digest = record["key"], record["result"], record["settings_hash"], \
+                record.pop("digest")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise RecordsError(f"{path}: line {number} is not a veridec record; give another --out or "
+                             "remove the file") from None
+        if digest != record_digest(record):
+            raise RecordsError(f"{path}: line {number} does not match its digest (edited by hand, or corrupt): "
+                             "a run never reports a result it did not compute; pass --fresh to start over")
+        if record.get("veridec") != __version__:
+            raise RecordsError(f"{path}: line {number} was written by veridec {record.get('veridec')}, this is "
+                             f"{__version__}; pass --fresh to recompute")
+        if recorded_hash != self.hash:
+            raise RecordsError(f"{path}: its records come from other settings ({record.get('settings')}), "
+                             f"not this run's ({self.settings}); give another --out or pass --fresh")
+        return key, result
+
+
+def record_digest(record: dict) -> str:
+    """sha256 of a record's fields (all but its digest), in canonical JSON."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _check_regular(path: Path) -> None:
+    """A records path is a regular file of its folder or does not exist yet: a link (it could lead outside the
+    output folder) or a folder, device or pipe is refused."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        kind = "a link" if path.is_symlink() else "not a regular file"
+        raise RecordsError(f"{path}: the records file is {kind}; veridec reads and appends only regular files "
+                         "inside the output folder (remove it, or give another --out)")

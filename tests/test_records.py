@@ -50,6 +50,64 @@ def test_records_of_other_settings_or_garbage_are_refused(tmp_path):
         Records(path, {"prompts": 4})
 
 
+def recorded(tmp_path, units=2):
+    path = tmp_path / "r.jsonl"
+    records = Records(path, {"a": 1})
+    for unit in range(units):
+        records.add(Records.key(unit=unit), {"exact": unit == 0})
+    return path
+
+
+def test_a_hand_edited_line_is_refused_naming_it(tmp_path):
+    path = recorded(tmp_path)
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"exact": false', '"exact": true')  # a dual-cache row made "exact"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"r.jsonl: line 2 does not match its digest \(edited by hand, or corrupt\)"):
+        Records(path, {"a": 1})
+
+
+@pytest.mark.parametrize("content", [b"\x93\x00\xffrandom bytes", b"a plain text file\nof two lines",
+                                     b"one line without a newline", b"[1, 2]\n"])
+def test_a_file_that_is_no_records_is_refused_and_kept(tmp_path, content):
+    """Only the start of a record cut short is taken for a torn last line; anything else is an error and the
+    file is left as it was (never truncated to nothing)."""
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"r.jsonl: line \d is not a veridec record"):
+        Records(path, {"a": 1})
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9, 40])
+def test_a_record_cut_after_any_byte_is_taken_for_a_torn_line(tmp_path, cut):
+    path = recorded(tmp_path, units=1)
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[:cut])
+    assert Records(path, {"a": 1}).resumed == 1 and path.read_bytes() == whole
+
+
+def test_records_of_another_version_are_refused(tmp_path, monkeypatch):
+    path = recorded(tmp_path, units=1)
+    monkeypatch.setattr("veridec.harness.records.__version__", "9.9.9")
+    with pytest.raises(ValueError, match=r"line 1 was written by veridec 0\.1\.0, this is 9\.9\.9; pass --fresh"):
+        Records(path, {"a": 1})
+
+
+def test_a_records_path_that_is_a_link_or_a_folder_is_refused(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious data without a final newline")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.jsonl").symlink_to(outside)
+    with pytest.raises(ValueError, match=r"r.jsonl: the records file is a link; veridec reads and appends only"):
+        Records(out / "r.jsonl", {"a": 1})
+    assert outside.read_bytes() == b"precious data without a final newline"
+    (out / "s.jsonl").mkdir()
+    with pytest.raises(ValueError, match=r"s.jsonl: the records file is not a regular file"):
+        Records(out / "s.jsonl", {"a": 1})
+
+
 def test_weights_hash_tells_models_apart():
     a, b = random_model("llada", 0), random_model("llada", 1)
     assert weights_sha256(a) == weights_sha256(random_model("llada", 0)) != weights_sha256(b)
@@ -139,3 +197,21 @@ def test_the_merge_pass_reuses_the_loaded_and_hashed_models(tmp_path, monkeypatc
     assert calls == {"load": 1, "hash": 1}
     strip = lambda rows: [{k: v for k, v in vars(r).items() if k not in TIMINGS} for r in rows]
     assert strip(again) == strip(first)
+
+
+def test_the_command_refuses_an_edited_record_in_one_line(tmp_path, capsys):
+    """The table's run, its records edited by hand (a row's result changed), rerun: exit 2 with one line naming
+    the file and the line, the file left as it was."""
+    from veridec.harness.cli import main
+
+    argv = exactness(tmp_path)[3:]
+    assert main(argv) == 0
+    records = tmp_path / "exactness.records.jsonl"
+    lines = records.read_text().splitlines()
+    lines[0] = lines[0].replace('"token_match": ', '"token_match": 0.5, "was": ', 1)
+    records.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exactness.records.jsonl: line 1 does not match its digest" in err, err
+    assert records.read_text().splitlines() == lines
