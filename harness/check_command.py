@@ -15,7 +15,7 @@ from veridec.testing.models import MODEL_NAMES
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
-from .arguments import UsageError, check_output_dir, check_output_file, integer, probability, seed
+from .arguments import UsageError, check_output_dir, check_output_file, integer, number, probability, seed
 
 
 def add_parser(commands) -> None:
@@ -51,6 +51,9 @@ def add_parser(commands) -> None:
                           "cases out)")
     chk.add_argument("--no-knobs", action="store_true",
                      help="tiers E and A: skip the search for settings that change nothing on the candidate's side")
+    chk.add_argument("--case-timeout", type=number(0.01), default=None, metavar="SECONDS",
+                     help="the time one candidate call may take before it fails its case (default: 20x the "
+                          "target's own time on the case + 10 s)")
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
@@ -74,7 +77,8 @@ def run_check_command(args) -> int:
                                baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
                                alpha=0.01 if args.alpha is None else args.alpha,
                                delta=0.05 if args.delta is None else args.delta, samples=args.samples,
-                               upstream_defects=args.upstream_defects, knobs=not args.no_knobs)
+                               upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
+                               case_timeout=args.case_timeout)
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
     report = result.markdown()

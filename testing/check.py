@@ -67,6 +67,7 @@ class CheckResult:
     alpha: float = 0.01  # tier S: the check's false-alarm rate
     delta: float = 0.05  # tier S: the TV each test detects with probability 0.95
     samples: int | None = None  # tier S: samples per side when given (else derived from alpha and delta)
+    case_timeout: float | None = None  # seconds per candidate call when given (else derived per case)
 
     def to_dict(self) -> dict:
         return result_dict(self)
@@ -80,7 +81,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   seed: int = 0, max_batch: int = 3, padding: bool | None = None, numeric_error: float = 0.0,
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
                   ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
-                  upstream_defects: str = "match", knobs: bool = True) -> CheckResult:
+                  upstream_defects: str = "match", knobs: bool = True,
+                  case_timeout: float | None = None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -93,11 +95,14 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     against the exact law of the target's decode, ST7). ``upstream_defects`` (spec EC6): where the official loop
     the target is exact to fails or deviates, a candidate that does the same "match"es (counted apart), "fail"s
     (better than upstream asked for), or the case is "skip"ped. ``knobs`` (E and A, drawn cases, spec EC7): a
-    setting that moves the target but not the candidate fails the check.
+    setting that moves the target but not the candidate fails the check. ``case_timeout`` (spec EC8): the seconds
+    one candidate call may take (default 20x the target's own time on the case + 10 s); past it, or on
+    ``os._exit``, the candidate fails its case (a timed-out case is reported as drawn, not shrunk).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     mode = tier_named(tier)
     max_examples = mode.default_cases if max_examples is None else max_examples
     _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, upstream_defects)
+    _check_timeout(case_timeout)
     goal = target(against, cache, convention)
     convention = convention or goal.convention
     model_name = model if isinstance(model, str) else type(model).__name__
@@ -111,10 +116,11 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     strategy = _strategy(exact_law, mode, model, goal, fit, names, cache, max_batch, padding, settings)
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
-                         None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects)
+                         None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects,
+                         case_timeout=case_timeout)
     level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, ties, numeric_error, mode.measures_logits,
-                       level, samples, delta, progress, upstream_defects)
+                       level, samples, delta, progress, upstream_defects, case_timeout)
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, progress, case)
     if mode.uses_baseline:
@@ -163,6 +169,12 @@ def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta,
         raise ValueError(f"numeric_error must be a finite number >= 0, got {numeric_error!r}")
 
 
+def _check_timeout(case_timeout) -> None:
+    if case_timeout is not None and (isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float))
+                                     or not 0 < case_timeout < math.inf):
+        raise ValueError(f"case_timeout must be None or a finite number of seconds > 0, got {case_timeout!r}")
+
+
 def _run(run_one, strategy, result: CheckResult, mode: Tier, max_examples: int, progress: bool,
          case: dict | None) -> None:
     """Drawn cases (``_search``), or the one ``case`` given (``_replay``), without gradients."""
@@ -193,8 +205,8 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
     @hypothesis_seed(result.seed)
     @given(strategy)
     def trial(case):
-        if failures and not shrink:  # Hypothesis replays the failing case: it has been run
-            raise AssertionError("; ".join(failures[-1].problems))
+        if failures and (not shrink or _timed_out(failures[-1])):  # it has been run (shrinking a timeout would
+            raise AssertionError("; ".join(failures[-1].problems))  # wait out the limit at every try)
         outcome = run_one(case)
         if outcome.verdict == "skipped":
             result.skipped += 1
@@ -223,6 +235,11 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
         result.failure = failures[-1]  # Hypothesis replays the shrunk case last
         result.first_failing_case = failures[0].case
     result.metrics = mode.metrics(counted)
+
+
+def _timed_out(outcome) -> bool:
+    candidate = getattr(outcome, "candidate", None)
+    return bool(getattr(candidate, "timed_out", False))
 
 
 def _replay(run_one, case: dict, result: CheckResult, mode: Tier) -> None:

@@ -58,7 +58,8 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
         return CaseOutcome(case, "skipped", [f"the official code fails here: {defect} (upstream defects skipped)"],
                            target=ours, defect=defect)
     counters = ours.counters or ours.trace.counters  # a stalled target: its calls until it stopped
-    theirs = run_candidate(setup, prompt, mask, case, 2 * counters.model_calls + CALL_SLACK, setup.measure_logits)
+    theirs = run_candidate(setup, prompt, mask, case, 2 * counters.model_calls + CALL_SLACK, setup.measure_logits,
+                           ours.seconds)
     outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs, defect=defect)
     if defect is None:
         _compare(outcome, model, prompt, mask, setup.numeric_error)

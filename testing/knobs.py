@@ -124,7 +124,8 @@ def _moves_target(setup: CheckSetup, name: str, case: dict) -> dict | None:
         second = _side(setup, other, run_target)
         if first.error is None and second.error is None and not _same(first, second):
             calls = max(first.counters.model_calls, second.counters.model_calls)
-            return {"case": case, "other": other, "limit": 2 * calls + CALL_SLACK}
+            return {"case": case, "other": other, "limit": 2 * calls + CALL_SLACK,
+                    "seconds": max(first.seconds, second.seconds)}
     return None
 
 
@@ -138,8 +139,8 @@ def _moves_candidate(setup: CheckSetup, found: dict) -> bool:
     """Whether the candidate's output or calls differ between the two cases (a failure counts as a difference:
     the main check judges it)."""
     with torch.no_grad():
-        first = _side(setup, found["case"], run_candidate, found["limit"])
-        second = _side(setup, found["other"], run_candidate, found["limit"])
+        first = _side(setup, found["case"], run_candidate, found["limit"], False, found["seconds"])
+        second = _side(setup, found["other"], run_candidate, found["limit"], False, found["seconds"])
     return first.error is not None or second.error is not None or not _same(first, second)
 
 

@@ -157,6 +157,8 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]
     if result.upstream != "match":
         words[-2:-2] = ["--upstream-defects", result.upstream]
+    if result.case_timeout is not None:
+        words[-2:-2] = ["--case-timeout", str(result.case_timeout)]
     if TIERS[result.tier].sampled:
         words[-2:-2] = ["--tier", "S", "--alpha", str(result.alpha), "--delta", str(result.delta)]
         if result.samples is not None:

@@ -4,6 +4,7 @@ with the case's seed first. Shared by the tiers (check.py: E and A; stochastic.p
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -15,6 +16,7 @@ from veridec.decoding import DecodeStalled
 from veridec.recording import CallLimitExceeded, RecordingModel
 
 from .candidates import CandidateError, Fit, call_candidate
+from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
 from .hooks import live_hooks
 from .targets import Target
 
@@ -41,6 +43,7 @@ class CheckSetup:
     delta: float = 0.05
     progress: bool = False
     upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
+    case_timeout: float | None = None  # seconds per candidate call; None: derived from the target's (spec EC8)
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Side:
     logit_error: float | None = None  # tier A: its cached calls' largest logit error against full forwards
     stalled: bool = False  # the decode stopped at its step budget (``trace``: as far as it got)
     hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
+    seconds: float | None = None  # the target's wall-clock time on the case
+    timed_out: bool = False  # the candidate ran past its time limit (its failure is not shrunk)
 
 
 def case_tensors(case: dict, model) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -87,26 +92,35 @@ def run_target(setup: CheckSetup, prompt, mask, case) -> Side:
     """The target on ``case`` (torch's global RNG seeded with its seed first)."""
     goal = setup.goal
     torch.manual_seed(case["seed"])
+    started = time.perf_counter()
     try:
         if not goal.veridec:
-            return run_foreign(goal.decode, goal.fit, goal, RecordingModel(setup.model), prompt, mask, case,
+            side = run_foreign(goal.decode, goal.fit, goal, RecordingModel(setup.model), prompt, mask, case,
                                setup.convention)
-        settings, hook_calls = live_hooks(goal.settings_of(case))
-        decoded = goal.decode(setup.model, prompt, mask, setup.ties, **settings)
-        return Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
+        else:
+            settings, hook_calls = live_hooks(goal.settings_of(case))
+            decoded = goal.decode(setup.model, prompt, mask, setup.ties, **settings)
+            side = Side(decoded.canvas, decoded.trace, decoded.trace.counters, hook_calls=hook_calls)
+        side.seconds = time.perf_counter() - started
+        return side
     except DecodeStalled as err:  # the model proposes the mask token where nothing else commits
         return Side(trace=err.trace, error=f"RuntimeError: {err}", stalled=True)
     except (ValueError, RuntimeError) as err:  # invalid settings for it
         return Side(error=f"{type(err).__name__}: {err}")
 
 
-def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_logits: bool = False) -> Side:
-    """The candidate on ``case`` behind its convention and a recording stopped past ``limit`` calls; any failure
-    of foreign code is its Side's ``error``."""
+def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_logits: bool = False,
+                  target_seconds: float | None = None) -> Side:
+    """The candidate on ``case`` behind its convention and a recording stopped past ``limit`` calls, within its
+    time limit (``guard.candidate_limit``) and unable to end the process; any failure of foreign code is its
+    Side's ``error``."""
     recording = RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)
+    seconds = candidate_limit(setup.case_timeout, target_seconds)
     torch.manual_seed(case["seed"])
     try:
-        side = run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case, setup.convention)
+        with guarded(seconds):
+            side = run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case,
+                               setup.convention)
         if measure_logits and side.trace is not None:  # the trace places the commits the errors need
             side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
         return side
@@ -114,6 +128,14 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
         return Side(counters=recording.counters(), error=f"it made more than {limit} model calls (stopped there)")
     except CandidateError as err:
         return Side(counters=recording.counters(), error=str(err))
+    except CandidateTimedOut:
+        why = "--case-timeout" if setup.case_timeout is not None else (
+            "20x the target's time on it + 10 s" if target_seconds is not None else "the default for untimed cases")
+        return Side(counters=recording.counters(), timed_out=True,
+                    error=f"it ran past its time limit of {seconds:.3g} s on this case ({why}; it made "
+                          f"{recording.counters().model_calls} model calls)")
+    except CandidateExited as err:
+        return Side(counters=recording.counters(), error=f"it called {err}: a candidate may not end the check")
     except (SystemExit, KeyboardInterrupt) as err:  # foreign code may not end the check: a finding, reported
         return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}({err}): a candidate may "
                                                          "not end the check")

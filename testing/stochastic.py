@@ -218,7 +218,8 @@ def run_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
         if target.error is not None:
             return LawOutcome(case, "skipped", [f"the target refused the case: {target.error}"])
         limit = 2 * target.counters.model_calls + CALL_SLACK
-        side = run_candidate(setup, prompt, mask, {**drawn, "seed": drawn["seed"] + 1}, limit)
+        side = run_candidate(setup, prompt, mask, {**drawn, "seed": drawn["seed"] + 1}, limit,
+                             target_seconds=target.seconds)
         canvas, problem = drawn_canvas(side, target.canvas)
         if problem is not None:
             return failed_draw(case, i, problem, n)

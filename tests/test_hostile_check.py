@@ -3,7 +3,10 @@ change what it was given, a replayed case and a baseline are validated, flags of
 reproducer never runs code taken from a file's name. Each: one clear line, the right exit code."""
 
 import json
+import os
 import shutil
+import signal
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +46,23 @@ def floats(model, prompt, gen_length=2, mask_id=0):
     return greedy(model, prompt, gen_length, mask_id).float()
 
 
+def hard_exits(model, prompt, gen_length=2, mask_id=0):
+    os._exit(0)
+
+
+def loops(model, prompt, gen_length=2, mask_id=0):
+    while True:  # never calls the model: the call cap cannot stop it
+        pass
+
+
+def loops_swallowing_errors(model, prompt, gen_length=2, mask_id=0):
+    while True:
+        try:
+            model(prompt)
+        except Exception:  # noqa: BLE001 - what a careless candidate does; the time limit is no Exception
+            pass
+
+
 @pytest.mark.parametrize("candidate, message", [
     (exits, "it raised SystemExit(0): a candidate may not end the check"),
     (interrupts, "it raised KeyboardInterrupt(): a candidate may not end the check"),
@@ -55,6 +75,66 @@ def test_a_candidate_cannot_end_the_check_or_pass_with_bad_output(candidate, mes
     assert not result.passed and message in result.failure.problems[0], result.failure.problems
 
 
+def test_a_candidate_that_calls_os_exit_fails_its_case_and_the_process_goes_on():
+    result = check_decoder(hard_exits, "llada", model="tiny-llada", case=ONE)
+    assert not result.passed and "it called os._exit(0): a candidate may not end the check" in \
+        result.failure.problems[0], result.failure.problems
+    assert os._exit.__module__ in ("posix", "nt")  # restored after the call
+
+
+@pytest.mark.parametrize("candidate", [loops, loops_swallowing_errors])
+def test_a_candidate_past_its_time_limit_fails_its_case(candidate):
+    started = time.monotonic()
+    result = check_decoder(candidate, "llada", model="tiny-llada", case=ONE, case_timeout=0.5)
+    assert time.monotonic() - started < 30
+    assert not result.passed and "it ran past its time limit of 0.5 s on this case (--case-timeout" in \
+        result.failure.problems[0], result.failure.problems
+
+
+def test_a_timed_out_drawn_case_is_reported_unshrunk_after_one_wait():
+    """Shrinking would wait out the limit at every smaller case: the first drawn case that timed out is the
+    report's, and the check ends after that one wait (plus the passing cases before it: none here)."""
+    started = time.monotonic()
+    result = check_decoder(loops, "llada", model="tiny-llada", max_examples=50, case_timeout=0.5, knobs=False)
+    assert not result.passed and result.trials == 1 and result.failure.case == result.first_failing_case
+    assert time.monotonic() - started < 20
+
+
+def test_the_default_limit_is_twenty_times_the_targets_time_plus_ten_seconds():
+    from veridec.testing.guard import UNTIMED_SECONDS, candidate_limit
+
+    assert candidate_limit(None, 0.5) == 20.0 and candidate_limit(None, 0.0) == 10.0
+    assert candidate_limit(3.0, 0.5) == 3.0 and candidate_limit(None, None) == UNTIMED_SECONDS
+
+
+def test_an_outer_timer_survives_the_guard():
+    """The guard restores the SIGALRM handler it replaced and re-arms a timer that was running with its rest."""
+    from veridec.testing.guard import guarded
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        with guarded(1.0):
+            pass
+        rest, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 3.0 < rest <= 5.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "x"])
+def test_a_bad_case_timeout_is_one_line(value, capsys):
+    code = main(["check", f"{BROKEN}:one_too_many", "--against", "fastdllm", "--model", "tiny-llada", "--quiet",
+                 "--case-timeout", value])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--case-timeout" in err, err
+    with pytest.raises(ValueError, match="case_timeout must be None or a finite number of seconds > 0"):
+        check_decoder(greedy, "llada", model="tiny-llada", case=ONE, case_timeout=0)
+
+
 def test_the_command_gives_a_verdict_when_the_candidate_exits(tmp_path, capsys):
     file = tmp_path / "exits.py"
     file.write_text("import sys\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n    sys.exit(0)\n")
@@ -62,6 +142,21 @@ def test_the_command_gives_a_verdict_when_the_candidate_exits(tmp_path, capsys):
                  "--case", json.dumps(ONE)])
     out = capsys.readouterr().out
     assert code == 1 and "# veridec check: FAIL" in out and "SystemExit(0)" in out
+
+
+def test_the_command_gives_a_verdict_when_the_candidate_exits_hard_or_hangs(tmp_path):
+    """A real process: os._exit(0) in the candidate is a FAIL (exit 1), an endless loop a FAIL after the limit,
+    whose reproducer command carries --case-timeout."""
+    file = tmp_path / "hostile.py"
+    file.write_text("import os\n\ndef exits(model, prompt, gen_length=2, mask_id=0):\n    os._exit(0)\n\n"
+                    "def hangs(model, prompt, gen_length=2, mask_id=0):\n    while True:\n        pass\n")
+    for name, extra, expected in (("exits", [], "it called os._exit(0)"),
+                                  ("hangs", ["--case-timeout", "0.5"], "ran past its time limit of 0.5 s")):
+        done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", "check", f"{file}:{name}", "--against",
+                               "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE), *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout and expected in done.stdout, done
+    assert "--case-timeout 0.5" in done.stdout
 
 
 @pytest.mark.parametrize("case, message", [

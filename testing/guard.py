@@ -1,0 +1,69 @@
+"""A candidate call that cannot end or stall the check: ``os._exit`` raises instead of ending the process, and a
+wall-clock limit (SIGALRM, in the main thread of a Unix process) interrupts a call that runs past it, whether it
+calls the model or loops without it. Both become the candidate's failure on its case (spec EC8).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+TIMEOUT_FACTOR, TIMEOUT_FLOOR = 20.0, 10.0  # the default limit: 20x the target's own time on the case + 10 s
+UNTIMED_SECONDS = 60.0  # the limit where the target did not run on the case (samples against an exact law)
+
+
+class CandidateExited(BaseException):
+    """The candidate called ``os._exit`` (a BaseException, like SystemExit: its ``except Exception`` cannot
+    swallow it)."""
+
+
+class CandidateTimedOut(BaseException):
+    """The candidate ran past its wall-clock limit on a case (a BaseException, like KeyboardInterrupt)."""
+
+
+def candidate_limit(case_timeout: float | None, target_seconds: float | None) -> float:
+    """Seconds one candidate call may take: ``case_timeout`` when given, else 20x the target's own seconds on the
+    case plus 10 s (``UNTIMED_SECONDS`` where the target did not run)."""
+    if case_timeout is not None:
+        return case_timeout
+    return UNTIMED_SECONDS if target_seconds is None else TIMEOUT_FACTOR * target_seconds + TIMEOUT_FLOOR
+
+
+def can_time_out() -> bool:
+    """Whether a limit can interrupt the call: SIGALRM exists (Unix) and this is the main thread."""
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def guarded(seconds: float):
+    """Run the block with ``os._exit`` raising ``CandidateExited`` and, where ``can_time_out``, a limit of
+    ``seconds`` raising ``CandidateTimedOut``; both restored after (an outer timer is re-armed with its rest)."""
+    real_exit = os._exit
+
+    def refuse_exit(code=0):
+        raise CandidateExited(f"os._exit({code})")
+
+    os._exit = refuse_exit
+    timed = can_time_out()
+    if timed:
+        previous = signal.signal(signal.SIGALRM, _raise_timeout(seconds))
+        outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+        started = time.monotonic()
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            if outer:  # someone else's timer was running: it gets what was left of it
+                signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
+
+
+def _raise_timeout(seconds: float):
+    def handler(signum, frame):
+        raise CandidateTimedOut(f"{seconds:.3g} s")
+    return handler
