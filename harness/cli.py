@@ -133,6 +133,7 @@ def _bounds_parser(commands) -> None:
     bnd.add_argument("--temperature", type=number(0.0), default=1.0, help="with --decoders: the sampling temperature")
     bnd.add_argument("--seed", type=seed, default=0)
     bnd.add_argument("--json", type=Path, default=None, help="write the table as JSON")
+    bnd.add_argument("--quiet", action="store_true", help="no progress bar (it shows the rate and the time left)")
     bnd.set_defaults(run=run_bounds_command)
 
 
@@ -276,7 +277,7 @@ def run_bounds_command(args) -> int:
     check_output_file(args.json, "--json")
     if args.decoders:
         return run_decoder_laws(args)
-    report = run_bounds(cases=args.cases or 100_000, seed=args.seed)
+    report = run_bounds(cases=args.cases or 100_000, seed=args.seed, progress=not args.quiet)
     print(to_markdown(report))
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=2))
@@ -291,7 +292,7 @@ def run_decoder_laws(args) -> int:
     TD2's bound is violated."""
     from veridec.proofs_checks.laws import decoder_table, table_markdown
 
-    rows = decoder_table(cases=args.cases or 20, seed=args.seed, temperature=args.temperature)
+    rows = decoder_table(cases=args.cases or 20, seed=args.seed, temperature=args.temperature, progress=not args.quiet)
     print(table_markdown(rows, args.temperature), end="")
     if args.json:
         write_text_atomic(args.json, json.dumps({"temperature": args.temperature, "rows": rows}, indent=2))

@@ -8,10 +8,33 @@ Without torchrun it is a group of one and every call is a no-op.
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+# How long a rank waits for the others, to join and at each collective (torch's own default for gloo);
+# VERIDEC_COLLECTIVE_TIMEOUT overrides it. A wait at a collective lasts as long as another rank's share of units.
+COLLECTIVE_SECONDS = 1800.0
+
+
+class GroupError(RuntimeError):
+    """The other ranks did not join, or stopped answering, within the collective timeout (a rank that never
+    started, WORLD_SIZE set by hand without its peers, a rank killed or frozen)."""
+
+
+def collective_seconds() -> float:
+    text = os.environ.get("VERIDEC_COLLECTIVE_TIMEOUT", str(COLLECTIVE_SECONDS))
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise GroupError(f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got {text!r}")
+    return seconds
 
 
 @dataclass
@@ -26,7 +49,7 @@ class Group:
         if world == 1:
             return cls()
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            _init(world, "nccl" if device.type == "cuda" else "gloo")
         if device.type == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         return cls(dist.get_rank(), dist.get_world_size())
@@ -43,7 +66,8 @@ class Group:
 
     def barrier(self) -> None:
         if self.world > 1:
-            dist.barrier()
+            with _named_wait(self.rank, "a barrier"):
+                dist.barrier()
 
     def all_ok(self, ok: bool) -> bool:
         """Whether every rank reports ``ok`` (a rank that failed must not leave the others waiting)."""
@@ -51,9 +75,39 @@ class Group:
             return ok
         on_gpu = dist.get_backend() == "nccl"
         flag = torch.tensor([0 if ok else 1], device=torch.device("cuda") if on_gpu else torch.device("cpu"))
-        dist.all_reduce(flag)
+        with _named_wait(self.rank, "the end of every rank's share"):
+            dist.all_reduce(flag)
         return int(flag) == 0
 
     def leave(self) -> None:
         if self.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _init(world: int, backend: str) -> None:
+    """Join the group, saying where and for how long it waits; a rendezvous that does not complete in time is a
+    GroupError naming the address, the world size and this rank."""
+    seconds, rank = collective_seconds(), os.environ.get("RANK", "?")
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    print(f"veridec: rank {rank} joining a group of {world} processes at {where} (waiting up to {seconds:.0f} s; "
+          "VERIDEC_COLLECTIVE_TIMEOUT sets it)", file=sys.stderr)
+    try:
+        dist.init_process_group(backend, timeout=timedelta(seconds=seconds))
+    except (RuntimeError, ValueError) as err:  # torch raises DistStoreError / DistNetworkError (RuntimeErrors)
+        raise GroupError(f"rank {rank} of WORLD_SIZE={world} could not join the group at {where} within "
+                         f"{seconds:.0f} s: {_first_line(err)} (did every rank start? WORLD_SIZE set by hand "
+                         "needs its peers; torchrun starts them)") from err
+
+
+@contextmanager
+def _named_wait(rank: int, what: str):
+    """A collective that fails (a peer killed, or silent past the timeout) is one GroupError naming this rank."""
+    try:
+        yield
+    except RuntimeError as err:
+        raise GroupError(f"rank {rank} stopped waiting for {what}: another rank was killed or stopped answering "
+                         f"within {collective_seconds():.0f} s ({_first_line(err)})") from err
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]

@@ -234,12 +234,14 @@ ROUNDING = 1e-12  # float64 sums over at most a few thousand terms
 
 
 def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symbols: int = 3,
-                  gen_length: int = 4) -> list[dict]:
+                  gen_length: int = 4, progress: bool = False) -> list[dict]:
     """TD1's table: for each preset and oracle family (random enumerated joints over V^(1 + G), random 4-state
     HMMs), the exact TV and KL(joint || decoder) between the decode's law and the oracle's joint over ``cases``
     oracles, one prompt symbol each. Confidence remasking at ``temperature``: no bound is stated (TD1). Random
     remasking at T = 1 (TD2): the bound, its violations (TV above it by more than ROUNDING) and the tightest
-    slack."""
+    slack. ``progress``: a bar on stderr (one step per decoder and family) with the time left."""
+    from tqdm import tqdm
+
     from ..oracles import EnumeratedJoint, HMMOracle
     from ..rules.presets import PRESETS
 
@@ -247,6 +249,8 @@ def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symb
                                                                concentration=0.3),
                 "hmm": lambda i: HMMOracle.random(4, symbols, seed=seed + i)}
     rows = []
+    bar = tqdm(total=len(families) * (len(TABLE_DECODERS) + len(RANDOM_ORDER)), desc=f"laws of {cases} oracles",
+               unit="decoder", disable=not progress)
     for family, make in families.items():
         oracles = [make(i) for i in range(cases)]
         prompts = [[i % symbols] for i in range(cases)]
@@ -255,10 +259,13 @@ def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symb
             laws = [decoder_law(o, PRESETS[name], prompt, gen_length, temperature)
                     for o, prompt in zip(oracles, prompts)]
             rows.append(_row(name, "confidence", family, laws, joints, None))
+            bar.update()
         for name in RANDOM_ORDER:
             pairs = [random_order_law(o, PRESETS[name], prompt, gen_length) for o, prompt in zip(oracles, prompts)]
             rows.append(_row(name, "random (T = 1)", family, [law for law, _ in pairs], joints,
                              [bound for _, bound in pairs]))
+            bar.update()
+    bar.close()
     return rows
 
 

@@ -106,7 +106,7 @@ def test_exactness_in_bfloat16_measures_against_float32(tmp_path, capsys):
     assert all(r["commit_order_match"] == 1 for r in rows if r["tier"] == "E")
     record = json.loads((tmp_path / "exactness.records.jsonl").read_text().splitlines()[0])
     assert record["settings"]["dtype"] == "bfloat16"
-    assert main(args) == 1  # float32 settings against bfloat16 records: refused
+    assert main(args) == 2  # float32 settings against bfloat16 records: refused (a bad --out, one line)
     assert "other settings" in capsys.readouterr().err
 
 
@@ -148,6 +148,15 @@ def test_gpu_check_script_runs_on_cpu(tmp_path, capsys):
     bf16 = report["bf16_rounding"]
     assert 0 < bf16["max_logit_error"] and bf16["argmax_agree_where_decided"] == bf16["positions_decided"]
     assert bf16["cached_block_within_tolerance"]
+
+
+def test_bounds_shows_its_progress_and_time_left_unless_quiet(capsys):
+    """A long run (up to 10^9 joints) says how far it is and how long it has left: a tqdm bar on stderr."""
+    assert main(["bounds", "--cases", "3000", "--seed", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "bounds: 100%" in err and "3.00k/3.00k" in err and "joint/s" in err, err
+    assert main(["bounds", "--cases", "3000", "--seed", "2", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_bounds_command_prints_the_table_and_writes_json(tmp_path, capsys):

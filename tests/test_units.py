@@ -139,3 +139,31 @@ def test_verify_checks_are_recorded_resumed_and_shared_by_two_processes(tmp_path
     checks = lambda name: json.loads((tmp_path / name).read_text())["checks"]  # noqa: E731
     assert len(checks("one.json")) == 5 and checks("two.json") == checks("one.json") == checks("again.json")
     assert (tmp_path / "two" / "verify.records.jsonl").read_text().count("\n") == 5
+
+
+def test_a_rank_without_its_peers_stops_with_one_line(tmp_path):
+    """WORLD_SIZE=2 set by hand, no second process: the rank says where it waits and for how long, then stops
+    with one line naming the address, the world size and itself (here after VERIDEC_COLLECTIVE_TIMEOUT=2 s)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**ENV, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "VERIDEC_COLLECTIVE_TIMEOUT": "2"}
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", *verify("--out", str(tmp_path), "--quiet")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"veridec: rank 0 joining a group of 2 processes at 127.0.0.1:{port} (waiting up to 2 s")
+    assert "GroupError: rank 0 of WORLD_SIZE=2 could not join the group at 127.0.0.1" in lines[1], lines[1]
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "inf", "nan"])
+def test_a_bad_collective_timeout_is_named(monkeypatch, value):
+    from veridec.harness.distributed import GroupError, collective_seconds
+
+    monkeypatch.setenv("VERIDEC_COLLECTIVE_TIMEOUT", value)
+    with pytest.raises(GroupError, match=f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got "
+                                         f"'{value}'"):
+        collective_seconds()

@@ -133,8 +133,8 @@ MUTANTS = [
         "spec/exactness.md EC2", CHECK + KNOBS),
     Mutant(
         "candidate-seeded-off-by-one", "testing/running.py",
-        "keep_logits=measure_logits)\n    torch.manual_seed(case[\"seed\"])",
-        "keep_logits=measure_logits)\n    torch.manual_seed(case[\"seed\"] + 1)",
+        "target_seconds)\n    torch.manual_seed(case[\"seed\"])",
+        "target_seconds)\n    torch.manual_seed(case[\"seed\"] + 1)",
         "the candidate's global RNG is seeded one past the case's seed, unlike the target's",
         "spec/exactness.md EC1", CHECK + STOCHASTIC),
     # ------------------------------------------------------------------ testing/exact.py (tiers E and A)
@@ -170,8 +170,8 @@ MUTANTS = [
         "spec/exactness.md EC6", UPSTREAM),
     Mutant(
         "candidate-call-limit-once-target", "testing/exact.py",
-        "2 * counters.model_calls + CALL_SLACK, setup.measure_logits)",
-        "counters.model_calls + CALL_SLACK, setup.measure_logits)",
+        "case, 2 * counters.model_calls + CALL_SLACK, setup.measure_logits,",
+        "case, counters.model_calls + CALL_SLACK, setup.measure_logits,",
         "the candidate is stopped past the target's calls plus 64 instead of twice the target's plus 64",
         "spec/exactness.md EC2", CHECK + UPSTREAM),
     Mutant(
