@@ -35,7 +35,7 @@ REDIRECTIONS = {">", ">>", "<", "&>"}
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 MAIN_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 -e . && veridec verify"
 TEST_COMMAND = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 -e '.[test]' && "
-                "pytest -q --hypothesis-profile=ci")
+                "pytest -q --hypothesis-profile=ci -n auto --dist loadscope")
 README_LINES, SETUP_WITHIN = 200, 40
 
 
