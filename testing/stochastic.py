@@ -17,7 +17,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-from scipy import stats
 from tqdm.auto import tqdm
 
 from .running import CALL_SLACK, CheckSetup, case_tensors, drawn_canvas, resolve_case, run_candidate, run_target
@@ -72,6 +71,7 @@ def views(length: int) -> list[tuple[str, Callable]]:
 
 def homogeneity(a: Counter, b: Counter) -> tuple[float, int, float]:
     """Chi-square test that two samples share a law, over the pooled cells (ST1); (statistic, df, p)."""
+    from scipy import stats  # imported when a test runs: 1.3 s every command would pay
     pooled = a + b
     ranked = sorted(pooled, key=lambda value: (-pooled[value], repr(value)))
     own = [value for value in ranked if pooled[value] >= MIN_POOLED][: MAX_CELLS - 1]
@@ -122,6 +122,7 @@ def pearson_fit(observed: Counter, law: dict) -> tuple[float, int, float]:
     MAX_CELLS - 1, and one cell pooling the rest, its least probable own values moved into it until its
     expected count reaches MIN_POOLED too (the cells are the law's, not the sample's). A value the law gives
     probability 0 rejects outright (statistic inf, p = 0)."""
+    from scipy import stats  # imported when a test runs: 1.3 s every command would pay
     n = sum(observed.values())
     if any(law.get(value, 0.0) <= 0 for value in observed):
         return math.inf, 0, 0.0
@@ -165,6 +166,7 @@ def _per_sample(exact_law: bool) -> float:
 def _noncentrality_needed(alpha: float, df: int, power: float) -> float:
     """The smallest noncentrality at which the level-``alpha`` test with ``df`` degrees of freedom rejects with
     probability ``power`` (bisection to float64 resolution; the power increases with the noncentrality)."""
+    from scipy import stats  # imported when a test runs: 1.3 s every command would pay
     critical = stats.chi2.isf(alpha, df)
     low, high = 0.0, 1.0
     while stats.ncx2.sf(critical, df, high) < power:

@@ -9,7 +9,6 @@ from .checkpoint import load_pretrained, save_pretrained
 from .interface import MaskPredictor, PredictorOutput, SpecialTokens, query_positions, realign_shifted
 from .layouts import DREAM, LAYOUTS, LLADA, layout_for
 from .tiny import random_model, write_tiny_checkpoint
-from .tokenizer import char_tokenizer
 from .transformer import BidirectionalTransformer, KVCache, TransformerConfig, rope_positions
 
 __all__ = [
@@ -17,3 +16,12 @@ __all__ = [
     "SpecialTokens", "TransformerConfig", "char_tokenizer", "layout_for", "load_pretrained", "query_positions",
     "random_model", "realign_shifted", "rope_positions", "save_pretrained", "write_tiny_checkpoint",
 ]
+
+
+def __getattr__(name: str):
+    """``char_tokenizer`` on first use: its module imports transformers (1.2 s), which most commands never need."""
+    if name == "char_tokenizer":
+        from .tokenizer import char_tokenizer
+
+        return char_tokenizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

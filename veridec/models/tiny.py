@@ -13,7 +13,6 @@ import torch
 from .checkpoint import save_pretrained
 from .interface import SpecialTokens
 from .layouts import LAYOUTS
-from .tokenizer import char_tokenizer
 from .transformer import BidirectionalTransformer, TransformerConfig
 
 TINY_SIZES = dict(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
@@ -26,6 +25,8 @@ def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torc
     ``sizes`` override TINY_SIZES and other TransformerConfig fields; ``vocab_size`` defaults to the
     tokenizer's length rounded up to a multiple of 4 (an embedding padded past the tokenizer, like LLaDA's).
     """
+    from .tokenizer import char_tokenizer  # transformers (1.2 s) loads with the first tokenizer, not with veridec
+
     layout = LAYOUTS[family]
     tokenizer = char_tokenizer(family)
     vocab = vocab_size or -(-len(tokenizer) // 4) * 4
