@@ -104,7 +104,7 @@ class Records:
         if tail and not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
             last = len(complete.split(b"\n")) + 1 if complete else 1
             raise RecordsError(f"{path}: line {last} is not a veridec record "
-                             "(nor the start of one cut short); give another --out or remove the file")
+                               "(nor the start of one cut short); give another --out or remove the file")
         found = {}
         for number, raw in enumerate(complete.split(b"\n") if complete else [], start=1):
             key, result = self._parse(path, number, raw)
@@ -122,16 +122,16 @@ class Records:
                 record.pop("digest")
         except (ValueError, KeyError, TypeError, AttributeError):
             raise RecordsError(f"{path}: line {number} is not a veridec record; give another --out or "
-                             "remove the file") from None
+                               "remove the file") from None
         if digest != record_digest(record):
             raise RecordsError(f"{path}: line {number} does not match its digest (edited by hand, or corrupt): "
-                             "a run never reports a result it did not compute; pass --fresh to start over")
+                               "a run never reports a result it did not compute; pass --fresh to start over")
         if record.get("veridec") != __version__:
             raise RecordsError(f"{path}: line {number} was written by veridec {record.get('veridec')}, this is "
-                             f"{__version__}; pass --fresh to recompute")
+                               f"{__version__}; pass --fresh to recompute")
         if recorded_hash != self.hash:
             raise RecordsError(f"{path}: its records come from other settings ({record.get('settings')}), "
-                             f"not this run's ({self.settings}); give another --out or pass --fresh")
+                               f"not this run's ({self.settings}); give another --out or pass --fresh")
         return key, result
 
 
@@ -146,4 +146,4 @@ def _check_regular(path: Path) -> None:
     if path.is_symlink() or (path.exists() and not path.is_file()):
         kind = "a link" if path.is_symlink() else "not a regular file"
         raise RecordsError(f"{path}: the records file is {kind}; veridec reads and appends only regular files "
-                         "inside the output folder (remove it, or give another --out)")
+                             "inside the output folder (remove it, or give another --out)")

@@ -81,16 +81,19 @@ class NonFiniteLogits(ValueError):
 def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits") -> None:
     """Refuse NaN anywhere, +inf, or a position whose logits are all -inf in ``logits`` [B, W, V] (or [B, V]) a
     step acts on, naming the step, the model call, the row, the canvas position (and the token); -inf stays
-    allowed per token (it bans that token). Two comparisons and two reductions on the device per step."""
-    when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
+    allowed per token (it bans that token). Two comparisons and two reductions on the device, and one host
+    synchronisation, per step."""
     bad = ~(logits < torch.inf)  # NaN and +inf; -inf and finite values compare below +inf
+    banned = ~(logits > -torch.inf).any(dim=-1)  # [B, W] (or [B]): no token left to draw
+    if not (bad.any() | banned.any()):  # both flags in one read from the device
+        return
+    when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
     if bad.any():
         index = bad.nonzero()[0].tolist()
         value = logits[tuple(index)].item()
         where = _row_position(index[:-1], offset) + f", token {index[-1]}"
         raise NonFiniteLogits(f"{what} {when} are {value} at {where}: a decoder refuses NaN and +inf logits "
                               "(-inf bans a token)")
-    banned = ~(logits > -torch.inf).any(dim=-1)  # [B, W] (or [B]): no token left to draw
     if banned.any():
         where = _row_position(banned.nonzero()[0].tolist(), offset)
         raise NonFiniteLogits(f"{what} {when} are -inf for every token at {where}: the softmax there is NaN, so a "
