@@ -86,16 +86,14 @@ def test_power_at_the_derived_samples_is_at_least_as_stated():
     assert rejected >= 180, rejected
 
 
-def test_tier_s_passes_same_law_decoders_and_catches_shifted_ones():
-    """The from-scratch Dream sampler and its Gumbel-max variant (same law, another stream: tier E fails it)
-    pass tier S; the temperature applied twice is caught; so is the Fast-dLLM example's confidence read from
-    the Gumbel-perturbed scores, while the correct Fast-dLLM example passes."""
+def test_tier_s_passes_a_same_law_decoder_and_catches_shifted_ones():
+    """The from-scratch Dream sampler passes tier S; the temperature applied twice is caught, and its reproducer
+    redraws the same samples; the Fast-dLLM example's confidence read from the Gumbel-perturbed scores is caught.
+    (Another stream of the same law, and the correct Fast-dLLM example passing tier S, are in
+    benchmarks/test_tier_s_acceptance.py: about 20 s more.)"""
     sampler = load_candidate(f"{EXAMPLES}/dream_sampler.py:diffusion_generate")
-    gumbel = load_candidate(f"{EXAMPLES}/dream_sampler_variants.py:gumbel_max_draws")
     twice = load_candidate(f"{EXAMPLES}/dream_sampler_variants.py:temperature_applied_twice")
     assert check_decoder(sampler, **DREAM, max_examples=2, samples=300).passed
-    assert not check_decoder(gumbel, against="dream", model="tiny-dream", max_examples=20).passed
-    assert check_decoder(gumbel, **DREAM, max_examples=2, samples=300).passed
     caught = check_decoder(twice, **DREAM, max_examples=2, samples=300, settings=ONE_TOKEN)
     assert not caught.passed and "the output laws differ" in caught.failure.problems[0]
     assert "tier='S'" in caught.reproducer and caught.metrics["detectable_tv"] > 0
@@ -103,7 +101,6 @@ def test_tier_s_passes_same_law_decoders_and_catches_shifted_ones():
     exec(caught.reproducer.replace("print(result.markdown())", ""), rerun)  # the snippet redraws the same samples
     assert not rerun["result"].passed and "the output laws differ" in rerun["result"].failure.problems[0]
     dual = dict(against="fastdllm", cache="dual", model="tiny-llada", tier="S", max_examples=2, samples=200)
-    assert check_decoder(load_candidate(f"{EXAMPLES}/fastdllm_dual.py:generate"), **dual).passed
     noisy = load_candidate(f"{EXAMPLES}/fastdllm_dual_broken.py:confidence_of_noisy_logits")
     assert not check_decoder(noisy, **dual).passed
 
