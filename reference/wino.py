@@ -1,0 +1,88 @@
+"""WINO's decoder, slow and plain (spec/wino.md): one forward of the canvas and its verification block per
+step; tokens drafted in one step can be revoked in a later one.
+
+Parameter names and defaults are the official ``decoding_wino``'s:
+
+    from veridec.reference.wino import generate
+    result = generate(model, prompt, gen_length=128, block_length=128, threshold=0.6, threshold_back=0.9)
+    result.canvas, result.events, result.forwards
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from veridec.decoding import check_logits
+from veridec.events import Event
+from veridec.rules.wino import FIRST_LAST, WinoParams, forward_layout, wino_step
+from veridec.trace import Counters, Trace
+
+class WinoDecoded(NamedTuple):
+    canvas: torch.Tensor  # [R, P + G]
+    events: list[Event]  # every row's, in order (spec WN5)
+    forwards: list[int]  # [R] the official second return value, per row
+    margins: list[list[float]]  # [R][steps] each step's smallest decision margin
+    counters: Counters
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: int = 128, temperature: float = 0.0,
+             mask_id: int | None = None, threshold: float = 0.6, threshold_back: float = 0.9, *,
+             ties: str = "lowest", generator: torch.Generator | None = None) -> WinoDecoded:
+    """Decode each row of ``prompt`` [R, P] as the official function decodes it alone (WN1)."""
+    params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
+    check_wino_model(model)
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be [rows, length >= 1], got {tuple(prompt.shape)}")
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    counters, events, canvases, forwards, margins = Counters(), [], [], [], []
+    for row in range(prompt.shape[0]):
+        canvas, row_margins = _decode_row(model, prompt[row], params, mask_id, generator, row, events, counters)
+        canvases.append(canvas)
+        forwards.append(len(row_margins))
+        margins.append(row_margins)
+    return WinoDecoded(torch.stack(canvases), events, forwards, margins, counters)
+
+
+def check_wino_model(model) -> None:
+    """WN1: a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
+    if not hasattr(model, "raw_forward") or getattr(model, "logit_shift", None) != 0:
+        raise ValueError(f"WINO needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
+                         f"{type(model).__name__} is not one")
+
+
+def _decode_row(model, prompt, params, mask_id, generator, row, events, counters):
+    prompt_len, width = prompt.shape[0], params.block_length
+    canvas = torch.full((prompt_len + params.gen_length + width,), mask_id, dtype=torch.long,
+                        device=prompt.device)  # [N]
+    canvas[:prompt_len] = prompt
+    margins = []
+    trace = Trace("wino", {**params.__dict__, "mask_id": mask_id}, prompt_len, 1)  # for check_logits' message
+    for block in range(params.num_blocks):
+        start = prompt_len + block * width
+        positions, bias = forward_layout(prompt_len, params, block, canvas.device)  # [N], [N, N]
+        candidates = canvas == mask_id  # [N]
+        candidates[start + width:] = False
+        verified = torch.zeros(width, dtype=torch.bool, device=canvas.device)  # [B]
+        last, bound, taken = FIRST_LAST, int(candidates.sum()), 0
+        while candidates.any():
+            if taken == bound:
+                raise RuntimeError(f"row {row}, block {block}: still masked after {bound} forwards, one per "
+                                   "candidate the block started with (spec WN6 proves this cannot happen)")
+            taken += 1
+            logits = model.raw_forward(canvas[None], positions[None], attn_bias=bias[None, None]).logits[0]
+            counters.add_forward(rows=1, queries=canvas.shape[0])
+            check_logits(logits[None], trace)
+            step = wino_step(logits, canvas, candidates, verified, last, start=start, params=params,
+                             mask_id=mask_id, generator=generator)
+            _record(events, step, len(margins), row, mask_id)
+            canvas, candidates, verified, last = step.canvas, step.candidates, step.verified, step.last
+            margins.append(step.margin)
+    return canvas[: prompt_len + params.gen_length], margins
+
+
+def _record(events, step, index, row, mask_id):
+    events += [Event("commit", index, row, p, mask_id, token, c) for p, token, c in step.commits]
+    events += [Event("revoke", index, row, p, old, mask_id, b) for p, old, b in step.revokes]

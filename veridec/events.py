@@ -1,0 +1,58 @@
+"""Event traces for decoders whose commits are not final (spec/wino.md WN5): a step may commit a token to a
+masked position, revoke a committed token (back to the mask) or edit one (replace it). Two decodes agree when
+their events agree step by step as sets (the order inside a step is a ranking, compared tie-aware, SQ0.4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import zip_longest
+
+KINDS = ("commit", "revoke", "edit")
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # one of KINDS
+    step: int  # forward index of the row's decode, from 0 across blocks
+    row: int
+    position: int  # canvas position
+    old: int  # token before (the mask token for a commit)
+    new: int  # token after (the mask token for a revocation)
+    confidence: float  # what decided it: the draft confidence of a commit, the verified one of a revocation
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+
+    def key(self) -> tuple[str, int, int, int]:
+        return self.kind, self.position, self.old, self.new
+
+
+def steps_of(events: list[Event], row: int = 0) -> list[set[tuple[str, int, int, int]]]:
+    """Row ``row``'s events as one set of (kind, position, old, new) per step, steps 0 .. last."""
+    mine = [e for e in events if e.row == row]
+    sets = [set() for _ in range(max((e.step for e in mine), default=-1) + 1)]
+    for event in mine:
+        sets[event.step].add(event.key())
+    return sets
+
+
+def first_divergence(ours: list[Event], theirs: list[Event], row: int = 0) -> str | None:
+    """None when both decodes have the same event set at every step, else where and how they first differ."""
+    for step, (a, b) in enumerate(zip_longest(steps_of(ours, row), steps_of(theirs, row))):
+        if a != b:
+            if a is None or b is None:
+                return f"row {row}: step {step} exists on one side only ({'ours' if b is None else 'theirs'})"
+            only_ours, only_theirs = sorted(a - b), sorted(b - a)
+            return f"row {row}, step {step}: only ours {only_ours}, only theirs {only_theirs}"
+    return None
+
+
+def replay(events: list[Event], canvas: list[int], row: int = 0) -> list[int]:
+    """Apply row ``row``'s events in order to a copy of ``canvas``; each event's ``old`` must be what it finds."""
+    canvas = list(canvas)
+    for event in (e for e in events if e.row == row):
+        if canvas[event.position] != event.old:
+            raise ValueError(f"event {event} finds token {canvas[event.position]} at position {event.position}")
+        canvas[event.position] = event.new
+    return canvas
