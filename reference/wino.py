@@ -10,32 +10,23 @@ Parameter names and defaults are the official ``decoding_wino``'s:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from veridec.decoding import check_logits
-from veridec.events import Event
-from veridec.rules.wino import FIRST_LAST, WinoParams, forward_layout, wino_step
+from veridec.events import EventDecoded, step_events
+from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt, check_wino_model,
+                                forward_layout, wino_step)
 from veridec.trace import Counters, Trace
-
-class WinoDecoded(NamedTuple):
-    canvas: torch.Tensor  # [R, P + G]
-    events: list[Event]  # every row's, in order (spec WN5)
-    forwards: list[int]  # [R] the official second return value, per row
-    margins: list[list[float]]  # [R][steps] each step's smallest decision margin
-    counters: Counters
 
 
 @torch.no_grad()
 def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: int = 128, temperature: float = 0.0,
              mask_id: int | None = None, threshold: float = 0.6, threshold_back: float = 0.9, *,
-             ties: str = "lowest", generator: torch.Generator | None = None) -> WinoDecoded:
+             ties: str = "lowest", generator: torch.Generator | None = None) -> EventDecoded:
     """Decode each row of ``prompt`` [R, P] as the official function decodes it alone (WN1)."""
     params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
     check_wino_model(model)
-    if prompt.dim() != 2 or prompt.shape[1] < 1:
-        raise ValueError(f"prompt must be [rows, length >= 1], got {tuple(prompt.shape)}")
+    check_prompt(prompt)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     counters, events, canvases, forwards, margins = Counters(), [], [], [], []
     for row in range(prompt.shape[0]):
@@ -43,14 +34,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
         canvases.append(canvas)
         forwards.append(len(row_margins))
         margins.append(row_margins)
-    return WinoDecoded(torch.stack(canvases), events, forwards, margins, counters)
-
-
-def check_wino_model(model) -> None:
-    """WN1: a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
-    if not hasattr(model, "raw_forward") or getattr(model, "logit_shift", None) != 0:
-        raise ValueError(f"WINO needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
-                         f"{type(model).__name__} is not one")
+    return EventDecoded(torch.stack(canvases), events, forwards, margins, counters)
 
 
 def _decode_row(model, prompt, params, mask_id, generator, row, events, counters):
@@ -68,21 +52,15 @@ def _decode_row(model, prompt, params, mask_id, generator, row, events, counters
         verified = torch.zeros(width, dtype=torch.bool, device=canvas.device)  # [B]
         last, bound, taken = FIRST_LAST, int(candidates.sum()), 0
         while candidates.any():
-            if taken == bound:
-                raise RuntimeError(f"row {row}, block {block}: still masked after {bound} forwards, one per "
-                                   "candidate the block started with (spec WN6 proves this cannot happen)")
+            check_block_bound(taken, bound, row, block)
             taken += 1
             logits = model.raw_forward(canvas[None], positions[None], attn_bias=bias[None, None]).logits[0]
             counters.add_forward(rows=1, queries=canvas.shape[0])
             check_logits(logits[None], trace)
             step = wino_step(logits, canvas, candidates, verified, last, start=start, params=params,
                              mask_id=mask_id, generator=generator)
-            _record(events, step, len(margins), row, mask_id)
+            events += step_events(len(margins), row, mask_id, step.commits, step.revokes)
             canvas, candidates, verified, last = step.canvas, step.candidates, step.verified, step.last
             margins.append(step.margin)
     return canvas[: prompt_len + params.gen_length], margins
 
-
-def _record(events, step, index, row, mask_id):
-    events += [Event("commit", index, row, p, mask_id, token, c) for p, token, c in step.commits]
-    events += [Event("revoke", index, row, p, old, mask_id, b) for p, old, b in step.revokes]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from veridec.events import Event, first_divergence, replay
 from veridec.models import load_pretrained
+from veridec.optimized.wino import generate as optimized_generate
 from veridec.reference.wino import generate
 from veridec.rules import wino as rule
 from veridec.rules.wino import WinoParams, forward_layout, max_accept, wino_step
@@ -85,7 +86,7 @@ def step_inputs(draw):
                 temperature=draw(st.sampled_from([0.0, 0.0, 0.7, 1.0])), seed=draw(st.integers(0, 2**16)))
 
 
-@settings(max_examples=150)
+@settings(max_examples=80)
 @given(step_inputs())
 def test_one_step_matches_the_oracle(case):
     """WN4 and WN5's order: commits, revocations, the new canvas, M, U and last, against the oracle, the Gumbel
@@ -288,3 +289,48 @@ def test_bad_arguments_are_refused_by_name(models):
         generate(random_model("dream", seed=0), prompt, 8, 4)  # Dream's logit shift
     with pytest.raises(ValueError, match="HMMOracle is not one"):
         generate(HMMOracle.random(3, 8, seed=0), prompt, 8, 4)
+
+
+def _event_keys(result):
+    return sorted((e.row, e.step, e.kind, e.position, e.old, e.new) for e in result.events)
+
+
+def test_the_batched_decoder_is_the_reference(models):
+    """WN8, cache="none": every golden case (one row, sampled ones included) gives the reference's events and
+    output; three rows in one batch at temperature 0 give each row's reference decode, confidences to rounding."""
+    for case in GOLDEN["cases"][::4]:
+        ours = _replay(models[case["checkpoint"]], case)
+        torch.manual_seed(case["seed"])
+        fast = optimized_generate(models[case["checkpoint"]], torch.tensor(case["prompt"]), **case["settings"],
+                                  ties="torch")
+        assert fast.canvas.tolist() == ours.canvas.tolist() and fast.events == ours.events, case["id"]
+        assert fast.counters == ours.counters
+    rows = torch.tensor([[5, 6, 7], [8, 9, 10], [11, 5, MASK]])
+    for threshold, back in [(0.2, 0.95), (0.4, 0.99), (0.6, 0.9)]:
+        ours = generate(models["llada"], rows, 16, 8, threshold=threshold, threshold_back=back)
+        fast = optimized_generate(models["llada"], rows, 16, 8, threshold=threshold, threshold_back=back)
+        assert fast.canvas.tolist() == ours.canvas.tolist() and fast.forwards == ours.forwards
+        assert _event_keys(fast) == _event_keys(ours)
+        assert sorted(e.confidence for e in fast.events) == pytest.approx(sorted(e.confidence for e in ours.events),
+                                                                           rel=1e-12)
+        assert any(e.kind == "revoke" for e in ours.events)
+
+
+def test_the_prefix_cache_is_cheaper_and_not_exact(models):
+    """WN8, cache="prefix": fewer query positions than the full forwards, events that rebuild its own output,
+    and (the exactness check's negative control) some golden case where it leaves the reference's output."""
+    differ, queries = 0, [0, 0]
+    for case in GOLDEN["cases"][::4]:
+        model, prompt = models[case["checkpoint"]], torch.tensor(case["prompt"])
+        full = _replay(model, case)
+        torch.manual_seed(case["seed"])
+        cached = optimized_generate(model, prompt, **case["settings"], cache="prefix")
+        start = case["prompt"][0] + [case["settings"]["mask_id"]] * case["settings"]["gen_length"]
+        assert replay(cached.events, start) == cached.canvas[0].tolist()
+        differ += cached.canvas.tolist() != full.canvas.tolist()
+        queries[0] += full.counters.query_positions
+        queries[1] += cached.counters.query_positions
+        assert cached.counters.full_forwards == case["settings"]["gen_length"] // case["settings"]["block_length"]
+    assert differ > 0 and queries[1] < queries[0]
+    with pytest.raises(ValueError, match="cache must be one of"):
+        optimized_generate(models["llada"], torch.tensor([[5]]), 4, 4, cache="dual")

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import zip_longest
+from typing import NamedTuple
+
+import torch
+
+from .trace import Counters
 
 KINDS = ("commit", "revoke", "edit")
 
@@ -26,6 +31,23 @@ class Event:
 
     def key(self) -> tuple[str, int, int, int]:
         return self.kind, self.position, self.old, self.new
+
+
+class EventDecoded(NamedTuple):
+    """What a decoder with revocable commits returns (spec/wino.md WN5)."""
+
+    canvas: torch.Tensor  # [R, P + G]
+    events: list[Event]  # every row's, in order
+    forwards: list[int]  # [R] forwards per row
+    margins: list[list[float]]  # [R][steps] each step's smallest decision margin
+    counters: Counters
+
+
+def step_events(step: int, row: int, mask_id: int, commits, revokes) -> list[Event]:
+    """One step's events (WN5): its commits [(position, token, confidence)], then its revocations
+    [(position, old token, confidence)]."""
+    return ([Event("commit", step, row, p, mask_id, token, c) for p, token, c in commits]
+            + [Event("revoke", step, row, p, old, mask_id, b) for p, old, b in revokes])
 
 
 def steps_of(events: list[Event], row: int = 0) -> list[set[tuple[str, int, int, int]]]:

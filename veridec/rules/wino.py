@@ -36,6 +36,25 @@ class WinoParams:
         return self.gen_length // self.block_length
 
 
+def check_wino_model(model) -> None:
+    """WN1: a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
+    if not hasattr(model, "raw_forward") or getattr(model, "logit_shift", None) != 0:
+        raise ValueError(f"WINO needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
+                         f"{type(model).__name__} is not one")
+
+
+def check_block_bound(taken: int, bound: int, row: int, block: int) -> None:
+    """WN6: a block that starts with ``bound`` candidates ends within ``bound`` forwards."""
+    if taken >= bound:
+        raise RuntimeError(f"row {row}, block {block}: still masked after {bound} forwards, one per candidate "
+                           "the block started with (spec WN6 proves this cannot happen)")
+
+
+def check_prompt(prompt: torch.Tensor) -> None:
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be [rows, length >= 1], got {tuple(prompt.shape)}")
+
+
 def max_accept(candidates: int) -> int:
     """WN4.1, in exact integers (the official float32 product agrees for every n, tests/test_wino.py)."""
     share, whole = ACCEPT_SHARE
