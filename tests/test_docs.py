@@ -159,7 +159,8 @@ def test_the_command_lines_are_found():
     subcommands = {arguments[0] for program, arguments in found if program == "veridec" and arguments}
     assert subcommands == {"generate", "verify", "exactness", "bounds", "experiment", "check"}, subcommands
     tools = {program for program, _ in found if program.startswith("tools.")}
-    assert tools == {"tools.mutation", "tools.golden.record", "tools.golden.wino", "tools.gpu_check", "tools.baseline",
+    assert tools == {"tools.mutation", "tools.golden.record", "tools.golden.wino", "tools.golden.editing",
+                     "tools.gpu_check", "tools.baseline",
                      "tools.training.dllm", "tools.training.reward", "tools.stochastic_calibration",
                      "tools.float32_gumbel"}, tools
     assert sum(program == "veridec" for program, _ in found) >= 30

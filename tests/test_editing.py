@@ -1,0 +1,213 @@
+"""LLaDA2.1's editing sampler (spec/editing.md): the rule against the spec oracle (tests/oracles/editing.py,
+written from the spec alone), the reference decoder against the oracle and against the official sampler's
+golden recordings (tests/golden/editing.json, recorded by tools/golden/editing.py), with negative controls."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from oracles import editing as oracle
+
+from veridec.decoding import DecodeStalled
+from veridec.events import replay
+from veridec.models import load_pretrained
+from veridec.reference import editing as reference_editing
+from veridec.reference.editing import generate
+from veridec.rules import editing as rule
+from veridec.rules.editing import EditParams, block_causal_bias, edit_step, filter_logits
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN = json.loads((GOLDEN_DIR / "editing.json").read_text())
+MASK = 97
+
+
+@pytest.fixture(scope="module")
+def models():
+    from tools.golden.checkpoints import content_sha256
+
+    for name, digest in GOLDEN["checkpoints"].items():
+        assert content_sha256(GOLDEN_DIR / "checkpoints" / name) == digest, f"checkpoint {name} changed"
+    return {name: load_pretrained(GOLDEN_DIR / "checkpoints" / name) for name in GOLDEN["checkpoints"]}
+
+
+def test_the_block_causal_bias():
+    """ED2 against the oracle's attention."""
+    for length, width in [(6, 2), (9, 3), (4, 4), (5, 1)]:
+        assert (block_causal_bias(length, width) == 0).tolist() == oracle.sees(length, width)
+
+
+@settings(max_examples=60)
+@given(st.lists(st.integers(-3, 3).map(float), min_size=2, max_size=7), st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+       st.sampled_from([None, 1, 2, 3, 10]), st.sampled_from([None, 0.3, 0.5, 0.9, 1.0]))
+def test_the_filtered_law_matches_the_oracle(logits, temperature, top_k, top_p):
+    """ED3: top-k keeps ties at the k-th value; top-p drops a token once the mass before it exceeds top_p."""
+    ours = torch.tensor(logits, dtype=torch.float64)
+    if temperature:
+        ours = torch.softmax(filter_logits(ours / temperature, top_k, top_p), dim=-1)
+    else:
+        ours = torch.softmax(ours, dim=-1)
+    assert ours.tolist() == pytest.approx(oracle.filtered_probs(logits, temperature, top_k, top_p), abs=1e-12)
+
+
+@st.composite
+def block_steps(draw):
+    width, vocab = draw(st.integers(1, 6)), draw(st.integers(3, 6))
+    mask = vocab - 1
+    block = [draw(st.sampled_from([mask, mask, *range(vocab - 1)])) for _ in range(width)]
+    is_prompt = [draw(st.booleans()) and block[i] != mask for i in range(width)]
+    logits = [[draw(st.integers(-8, 8).map(lambda v: v / 4)) for _ in range(vocab)] for _ in range(width)]
+    return dict(block=block, is_prompt=is_prompt, logits=logits, mask=mask, temperature=draw(
+        st.sampled_from([0.0, 0.0, 0.7])), top_k=draw(st.sampled_from([None, 2])), top_p=draw(
+        st.sampled_from([None, 0.8])), threshold=draw(st.sampled_from([0.2, 0.4, 0.6, 0.9])),
+        editing_threshold=draw(st.sampled_from([0.2, 0.5, 0.9])), num_to_transfer=draw(st.integers(1, 3)),
+        seed=draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=100)
+@given(block_steps())
+def test_one_step_matches_the_oracle(case):
+    """ED4 against the oracle: the new block, the transfers in order, the edits; sampled steps hand the oracle
+    the drawn tokens. Steps within 1e-9 of a decision are skipped (two softmaxes, two summation orders)."""
+    c = case
+    params = EditParams(8, len(c["block"]), c["temperature"], c["top_p"], c["top_k"], c["threshold"],
+                        c["editing_threshold"], 1, c["num_to_transfer"])
+    ours = edit_step(torch.tensor(c["logits"], dtype=torch.float64), torch.tensor(c["block"]),
+                     torch.tensor(c["is_prompt"]), params=params, mask_id=c["mask"],
+                     generator=torch.Generator().manual_seed(c["seed"]))
+    assume(ours.margin > 1e-9)
+    drawn = None
+    if c["temperature"]:
+        drawn = rule.propose(torch.tensor(c["logits"], dtype=torch.float64), params,
+                             torch.Generator().manual_seed(c["seed"]))[0].tolist()
+    theirs = oracle.step(c["logits"], c["block"], c["is_prompt"], mask_id=c["mask"], temperature=c["temperature"],
+                         top_k=c["top_k"], top_p=c["top_p"], threshold=c["threshold"],
+                         editing_threshold=c["editing_threshold"], num_to_transfer=c["num_to_transfer"], drawn=drawn)
+    assert ours.tokens.tolist() == theirs["tokens"] and ours.had_masks == theirs["had_masks"]
+    assert [(i, t) for i, t, _ in ours.commits] == [(i, t) for i, t, _ in theirs["transferred"]]
+    assert [e[:3] for e in ours.edits] == [e[:3] for e in theirs["edited"]]
+
+
+def test_thresholds_are_strict():
+    """ED4 at its edges, where the float64 softmax is exact (two equal logits: p = 1/2). A mask at exactly the
+    threshold is not in H; a placed token at exactly editing_threshold is not edited; just above, it is."""
+    half, firm = [0.0, 0.0, -math.inf], [6.0, -6.0, -math.inf]  # mask id 2
+    params = EditParams(8, 3, threshold=0.5, editing_threshold=0.5, num_to_transfer=1)
+    step = edit_step(torch.tensor([half, half, firm], dtype=torch.float64), torch.tensor([2, 2, 2]),
+                     torch.zeros(3, dtype=torch.bool), params=params, mask_id=2)
+    assert [i for i, _, _ in step.commits] == [2]  # only the firm one passes; it is enough (num_to_transfer 1)
+    placed = torch.tensor([1, 1, 2])  # token 1 placed twice; the model now prefers token 0 at 1/2 there
+    kept = edit_step(torch.tensor([half, half, firm], dtype=torch.float64), placed, torch.tensor([True, False, False]),
+                     params=params, mask_id=2)
+    assert kept.edits == []
+    lower = EditParams(8, 3, threshold=0.5, editing_threshold=0.49, num_to_transfer=1)
+    edited = edit_step(torch.tensor([half, half, firm], dtype=torch.float64), placed,
+                       torch.tensor([True, False, False]), params=lower, mask_id=2)
+    assert [e[:3] for e in edited.edits] == [(1, 1, 0)]  # position 0 is the prompt's: never edited
+
+
+def _oracle_forward(model):
+    def forward(tokens, positions, sees):
+        bias = torch.zeros(len(tokens), len(tokens), dtype=torch.float64)
+        bias[~torch.tensor(sees)] = -math.inf
+        return model.raw_forward(torch.tensor([tokens]), torch.tensor([positions]),
+                                 attn_bias=bias[None, None]).logits[0].tolist()
+
+    return forward
+
+
+def test_decode_matches_the_oracle(models):
+    """ED1-ED5 at temperature 0 against the oracle's decode (its own attention for the model): canvas, forwards,
+    events in order; and the events rebuild the canvas from prompt + masks."""
+    model = models["llada"]
+    for prompt, settings_ in [([5, 6, 7], dict(max_new_tokens=8, block_size=4, threshold=0.5, editing_threshold=0.5,
+                                               max_post_steps=4, num_to_transfer=1)),
+                              ([5, MASK, 7, 8, 9], dict(max_new_tokens=6, block_size=3, threshold=0.8,
+                                                        editing_threshold=0.3, max_post_steps=2, num_to_transfer=2)),
+                              ([1], dict(max_new_tokens=5, block_size=2, threshold=0.3, editing_threshold=0.9,
+                                         max_post_steps=0, num_to_transfer=1))]:
+        ours = generate(model, torch.tensor([prompt]), **settings_)
+        theirs = oracle.decode(_oracle_forward(model), prompt, mask_id=MASK, **settings_)
+        assert ours.canvas[0].tolist() == theirs["canvas"] and ours.forwards[0] == theirs["forwards"]
+        assert [(e.kind, e.step, e.position, e.old, e.new) for e in ours.events] == [e[:5] for e in theirs["events"]]
+        start = prompt + [MASK] * (ours.canvas.shape[1] - len(prompt))
+        assert replay(ours.events, start) == ours.canvas[0].tolist()
+
+
+def _outcome(model, case):
+    """veridec's reference on a golden case, in the recorded form: (status, canvas, forwards, changes)."""
+    torch.manual_seed(case["seed"])
+    try:
+        result = generate(model, torch.tensor(case["prompt"]), **case["settings"], ties="torch")
+        status = "ok"
+    except DecodeStalled as stalled:
+        result, status = stalled.trace, "endless"
+    changes = [[] for _ in range(result.forwards[0])]
+    for e in result.events:
+        if e.old != e.new:
+            changes[e.step].append([e.position, e.old, e.new])
+    return status, (result.canvas[0].tolist() if status == "ok" else None), result.forwards[0], [sorted(s) for s in
+                                                                                                   changes]
+
+
+def _mismatches(models, first: bool = False, sampled_only: bool = False) -> list[int]:
+    wrong = []
+    for case in GOLDEN["cases"]:
+        if sampled_only and not case["settings"]["temperature"]:
+            continue
+        official = case["official"]
+        status, canvas, forwards, changes = _outcome(models[case["checkpoint"]], case)
+        same = (status, canvas, forwards) == (official["status"], official.get("canvas"), official["forwards"])
+        if not same or changes[: len(official["changes"])] != official["changes"]:
+            wrong.append(case["id"])
+            if first:
+                break
+    return wrong
+
+
+def test_golden_cases(models):
+    """Every recorded run of the official sampler (greedy and sampled with top-k / top-p, both checkpoints,
+    masks in prompts, early stops, two endless runs capped): the same outcome, canvas, forward count and
+    per-forward changes (commits, edits, revocations)."""
+    cases = GOLDEN["cases"]
+    assert len(cases) >= 100 and sum(c["official"]["status"] == "endless" for c in cases) >= 1
+    edits = sum(old != MASK and new != MASK for c in cases for s in c["official"]["changes"] for _, old, new in s)
+    assert edits > 100 and sum(c["settings"]["temperature"] > 0 for c in cases) >= 20
+    assert _mismatches(models) == []
+
+
+@pytest.mark.parametrize("broken", ["bidirectional", "no-filter", "no-edits", "edits-the-prompt"])
+def test_golden_cases_catch_broken_samplers(models, monkeypatch, broken):
+    """Negative controls: each one-point change of ED2-ED4 makes some golden case differ."""
+    if broken == "bidirectional":
+        monkeypatch.setattr(reference_editing, "block_causal_bias",
+                            lambda length, width, device=None: torch.zeros(length, length, dtype=torch.float64))
+    elif broken == "no-filter":
+        monkeypatch.setattr(rule, "filter_logits", lambda logits, top_k, top_p: logits)
+    else:
+        real = rule.edit_step
+
+        def broken_step(logits, block, is_prompt, **kw):
+            if broken == "edits-the-prompt":
+                return real(logits, block, torch.zeros_like(is_prompt), **kw)
+            step = real(logits, block, is_prompt, **kw)
+            undone = torch.where(block != kw["mask_id"], block, step.tokens)  # edits dropped
+            return step._replace(tokens=undone, edits=[])
+
+        monkeypatch.setattr(reference_editing, "edit_step", broken_step)
+    assert _mismatches(models, first=True, sampled_only=broken == "no-filter")
+
+
+def test_bad_arguments_are_refused_by_name(models):
+    model, prompt = models["llada"], torch.tensor([[5, 6]])
+    for kwargs, name in [(dict(block_size=0), "block_size"), (dict(threshold=1.5), "threshold"),
+                         (dict(editing_threshold=-0.1), "editing_threshold"), (dict(top_p=0.0), "top_p"),
+                         (dict(top_k=0), "top_k"), (dict(num_to_transfer=0), "num_to_transfer"),
+                         (dict(max_post_steps=-1), "max_post_steps"), (dict(max_new_tokens=0), "max_new_tokens")]:
+        with pytest.raises(ValueError, match=name):
+            generate(model, prompt, **kwargs)
+    with pytest.raises(ValueError, match="one row"):
+        generate(model, torch.tensor([[5, 6], [7, 8]]))
