@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from veridec.decoding import check_logits
@@ -47,9 +49,13 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
                         state.counters)
 
 
+@dataclass
 class _State:
-    def __init__(self, canvas, events, margins, counters, trace):
-        self.canvas, self.events, self.margins, self.counters, self.trace = canvas, events, margins, counters, trace
+    canvas: torch.Tensor  # [R, N]
+    events: list
+    margins: list[list[float]]
+    counters: Counters
+    trace: Trace  # names the decode in check_logits' message
 
 
 def _decode_block(model, state, block, prompt_len, params, mask_id, cache, generator):
@@ -60,7 +66,7 @@ def _decode_block(model, state, block, prompt_len, params, mask_id, cache, gener
     candidates[:, start + width:] = False
     verified = torch.zeros(rows, width, dtype=torch.bool, device=state.canvas.device)  # [R, B]
     last, bounds, taken = [FIRST_LAST] * rows, candidates.sum(dim=1).tolist(), [0] * rows
-    first = min(start, int(candidates.float().argmax(dim=1).min()))  # the block's first candidate, any row
+    first = int(candidates.any(dim=0).nonzero()[0, 0])  # the block's first candidate in any row, <= start
     forward = _Forward(model, positions, bias, first, cache, state.counters)
     while candidates.any():
         active = candidates.any(dim=1).nonzero()[:, 0].tolist()

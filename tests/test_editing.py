@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from oracles import editing as oracle
 
 from veridec.decoding import DecodeStalled
-from veridec.events import replay
+from veridec.events import replay, visible_changes
 from veridec.models import load_pretrained
 from veridec.reference import editing as reference_editing
 from veridec.reference.editing import generate
@@ -145,12 +145,8 @@ def _outcome(model, case):
         status = "ok"
     except DecodeStalled as stalled:
         result, status = stalled.trace, "endless"
-    changes = [[] for _ in range(result.forwards[0])]
-    for e in result.events:
-        if e.old != e.new:
-            changes[e.step].append([e.position, e.old, e.new])
-    return status, (result.canvas[0].tolist() if status == "ok" else None), result.forwards[0], [sorted(s) for s in
-                                                                                                   changes]
+    canvas = result.canvas[0].tolist() if status == "ok" else None
+    return status, canvas, result.forwards[0], visible_changes(result.events, result.forwards[0])
 
 
 def _mismatches(models, first: bool = False, sampled_only: bool = False) -> list[int]:

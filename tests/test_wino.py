@@ -11,7 +11,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from veridec.events import Event, first_divergence, replay
+from veridec.events import Event, first_divergence, replay, visible_changes
 from veridec.models import load_pretrained
 from veridec.optimized.wino import generate as optimized_generate
 from veridec.reference.wino import generate
@@ -191,14 +191,6 @@ def _replay(model, case):
     return generate(model, torch.tensor(case["prompt"]), **case["settings"], ties="torch")
 
 
-def _changes(result, forwards):
-    steps = [[] for _ in range(forwards)]
-    for e in result.events:
-        if e.old != e.new:
-            steps[e.step].append([e.position, e.old, e.new])
-    return [sorted(s) for s in steps]
-
-
 def _mismatches(models, first: bool = False):
     """Golden cases (away from a near tie) where veridec's reference differs from the official outcome or
     raises (WN6's bound); ``first``: stop at the first."""
@@ -211,8 +203,9 @@ def _mismatches(models, first: bool = False):
         except RuntimeError:
             same = False
         else:
+            forwards = official["forwards"]
             same = (result.canvas[0].tolist() == official["output"] and result.forwards[0] == official["steps"]
-                    == official["forwards"] and _changes(result, official["forwards"]) == official["changes"])
+                    == forwards and visible_changes(result.events, forwards) == official["changes"])
         if not same and not case["near_tie"]:
             wrong.append(case["id"])
             if first:

@@ -70,6 +70,16 @@ def first_divergence(ours: list[Event], theirs: list[Event], row: int = 0) -> st
     return None
 
 
+def visible_changes(events: list[Event], forwards: int, row: int = 0) -> list[list[list[int]]]:
+    """Per forward, the sorted [position, old, new] a canvas diff between calls shows: every event of ``row``
+    that changes a token (a commit of the mask token itself changes nothing and is not seen)."""
+    steps = [[] for _ in range(forwards)]
+    for e in events:
+        if e.row == row and e.old != e.new and e.step < forwards:
+            steps[e.step].append([e.position, e.old, e.new])
+    return [sorted(s) for s in steps]
+
+
 def replay(events: list[Event], canvas: list[int], row: int = 0) -> list[int]:
     """Apply row ``row``'s events in order to a copy of ``canvas``; each event's ``old`` must be what it finds."""
     canvas = list(canvas)

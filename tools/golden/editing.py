@@ -25,13 +25,13 @@ from pathlib import Path
 import torch
 
 from veridec.decoding import DecodeStalled
+from veridec.events import visible_changes
 from veridec.files import write_text_atomic
 from veridec.models import load_pretrained
 from veridec.reference.editing import generate
 
 from .checkpoints import CHECKPOINT_DIR, TEXT_TOKENS, content_sha256
 from .record import _quiet, _sha256
-from .wino import visible_changes
 
 EDITING_FILE = "editing.json"
 FORMAT = 1

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from veridec.events import visible_changes
 from veridec.files import write_text_atomic
 from veridec.models import load_pretrained
 from veridec.reference.wino import generate
@@ -133,15 +134,6 @@ def run_veridec(model, case: dict) -> dict:
     result = generate(model, torch.tensor(case["prompt"]), **settings, ties="torch")
     return {"status": "ok", "output": result.canvas[0].tolist(), "steps": result.forwards[0],
             "events": result.events, "margin": min(result.margins[0])}
-
-
-def visible_changes(events, forwards: int) -> list[list[list[int]]]:
-    """Per forward, the [position, old, new] a canvas diff shows: every event whose token changes, sorted."""
-    steps = [[] for _ in range(forwards)]
-    for e in events:
-        if e.old != e.new and e.step < forwards:
-            steps[e.step].append([e.position, e.old, e.new])
-    return [sorted(s) for s in steps]
 
 
 def measure_error(official, ours, specials, seed: int = 0) -> float:

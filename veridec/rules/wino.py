@@ -36,10 +36,10 @@ class WinoParams:
         return self.gen_length // self.block_length
 
 
-def check_wino_model(model) -> None:
-    """WN1: a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
+def check_wino_model(model, decoder: str = "WINO") -> None:
+    """WN1 (and ED1): a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
     if not hasattr(model, "raw_forward") or getattr(model, "logit_shift", None) != 0:
-        raise ValueError(f"WINO needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
+        raise ValueError(f"{decoder} needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
                          f"{type(model).__name__} is not one")
 
 
