@@ -14,7 +14,6 @@ from oracles import editing as oracle
 
 from veridec.decoding import DecodeStalled
 from veridec.events import replay, visible_changes
-from veridec.models import load_pretrained
 from veridec.reference import editing as reference_editing
 from veridec.reference.editing import generate
 from veridec.rules import editing as rule
@@ -26,12 +25,11 @@ MASK = 97
 
 
 @pytest.fixture(scope="module")
-def models():
-    from tools.golden.checkpoints import content_sha256
+def models(tmp_path_factory):
+    """The recorded checkpoints, their content hashes and special ids checked first."""
+    from tools.golden.checkpoints import load_checkpoints
 
-    for name, digest in GOLDEN["checkpoints"].items():
-        assert content_sha256(GOLDEN_DIR / "checkpoints" / name) == digest, f"checkpoint {name} changed"
-    return {name: load_pretrained(GOLDEN_DIR / "checkpoints" / name) for name in GOLDEN["checkpoints"]}
+    return load_checkpoints(GOLDEN, GOLDEN_DIR, tmp_path_factory.mktemp("checkpoints"))
 
 
 def test_the_block_causal_bias():

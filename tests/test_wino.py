@@ -12,7 +12,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from veridec.events import Event, first_divergence, replay, visible_changes
-from veridec.models import load_pretrained
 from veridec.optimized.wino import generate as optimized_generate
 from veridec.reference.wino import generate
 from veridec.rules import wino as rule
@@ -26,12 +25,11 @@ MASK = 97
 
 
 @pytest.fixture(scope="module")
-def models():
-    from tools.golden.checkpoints import content_sha256
+def models(tmp_path_factory):
+    """The recorded checkpoints, their content hashes and special ids checked first."""
+    from tools.golden.checkpoints import load_checkpoints
 
-    for name, digest in GOLDEN["checkpoints"].items():
-        assert content_sha256(GOLDEN_DIR / "checkpoints" / name) == digest, f"checkpoint {name} changed"
-    return {name: load_pretrained(GOLDEN_DIR / "checkpoints" / name) for name in GOLDEN["checkpoints"]}
+    return load_checkpoints(GOLDEN, GOLDEN_DIR, tmp_path_factory.mktemp("checkpoints"))
 
 
 def test_max_accept():

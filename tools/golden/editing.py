@@ -30,8 +30,9 @@ from veridec.files import write_text_atomic
 from veridec.models import load_pretrained
 from veridec.reference.editing import generate
 
-from .checkpoints import CHECKPOINT_DIR, TEXT_TOKENS, content_sha256
+from .checkpoints import CHECKPOINT_DIR, TEXT_TOKENS
 from .record import _quiet, _sha256
+from .wino import checkpoint_records
 
 EDITING_FILE = "editing.json"
 FORMAT = 1
@@ -164,7 +165,7 @@ def record(root: Path, out: Path, provenance: dict) -> dict:
               f"{sum(len(c) for c in official['changes'])} changes, {'agrees' if agree else 'DIFFERS'}", flush=True)
     files = {name: {**provenance.get(name, {}), "sha256": _sha256(root / name)} for name in FILES}
     return {"format": FORMAT, "recorded": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "files": files,
-            "checkpoints": {name: content_sha256(folder / name) for name in CHECKPOINTS}, "cases": recorded}
+            "checkpoints": checkpoint_records(folder, models), "cases": recorded}
 
 
 def build_parser() -> argparse.ArgumentParser:

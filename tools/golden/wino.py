@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 import random
 import sys
 import time
@@ -178,10 +179,16 @@ def record(wino_folder: Path, out: Path, provenance: dict) -> dict:
              for role in ("decoding.py", "modeling_llada.py", "configuration_llada.py")}
     return {"format": FORMAT, "recorded": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "transformers": _transformers_version(), "files": files, "max_forwards": MAX_FORWARDS,
-            "checkpoints": {name: content_sha256(root / name) for name in CHECKPOINTS},
+            "checkpoints": checkpoint_records(root, ours),
             "numerics": {name: {"max_logit_error": err, "safety": SAFETY} for name, err in errors.items()},
             "layouts": [{"positions": list(k[0]), "length": k[1], "sees": v} for k, v in layouts.items()],
             "cases": recorded}
+
+
+def checkpoint_records(root: Path, models: dict) -> dict:
+    """What ``tools.golden.checkpoints.load_checkpoints`` checks before a replay: content hash, special ids."""
+    return {name: {"committed": True, "content_sha256": content_sha256(root / name), "special": asdict(m.special)}
+            for name, m in models.items()}
 
 
 def _transformers_version() -> str:
