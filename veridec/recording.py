@@ -14,6 +14,9 @@ at the positions it is fed, which holds the decoders' windows (the block, or eve
 read-only calls (``write=False``) and full calls over another batch show hypothetical states (packed or stacked
 drafts), so a decoder that makes them is measured by its counters only.
 
+``proxy.events(canvas)`` gives a decoder whose calls are all full forwards (WINO, spec/wino.md WN5) as events:
+commits, revocations (back to the mask) and edits (a token replaced), each at the step of the call it followed.
+
 ``RecordingModel(model, keep_logits=True)`` keeps each cached call's logits, and ``logit_errors(canvas, ...)``
 holds them against full forwards (not counted) of the canvas the decoder held at that call: the final canvas
 with the commits of that call and later masked again (the trace's placement).
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .canvas import extended_mask
+from .events import Event
 from .trace import Counters, StepRecord, Trace
 
 
@@ -133,6 +137,33 @@ class RecordingModel:
             seen = now
         trace.steps = [_commits(step_of == step, token_of) for step in range(len(self.calls))]
         return trace
+
+    def events(self, canvas: torch.Tensor, mask_id: int | None = None) -> list[Event]:
+        """Every commit, revocation and edit the calls show (spec/wino.md WN5), for a decoder whose every call is a
+        full forward of one width W (WINO's canvas and verification block): event step k is a change between the
+        canvas call k saw and the one call k + 1 sees (the final ``canvas`` [B, L], L <= W, after the last call,
+        compared on its L positions). A position that goes back to the mask is a revocation, one whose token is
+        replaced an edit; confidences are not observed (NaN). Raises ValueError for cached calls, calls over
+        another batch or of another width (their diffs would not place an event at its step)."""
+        mask_id = self.model.special.mask_id if mask_id is None else mask_id
+        final = canvas.detach().cpu()
+        if not self.calls:
+            raise ValueError("the decoder made no model call: no events to reconstruct")
+        width = self.calls[0].tokens.shape[1]
+        if any(c.kind != "full" or tuple(c.tokens.shape) != (final.shape[0], width) for c in self.calls):
+            raise ValueError(f"events need full forwards of one shape [{final.shape[0]}, {width}] (the batch of "
+                             "the final canvas): this decoder's calls are cached, stacked or of several widths")
+        if final.shape[1] > width:
+            raise ValueError(f"the final canvas has {final.shape[1]} positions, the calls {width}")
+        states = [call.tokens for call in self.calls]
+        pairs = list(zip(states, states[1:])) + [(states[-1][:, : final.shape[1]], final)]
+        found = []
+        for step, (before, after) in enumerate(pairs):
+            for row, position in (before != after).nonzero().tolist():
+                old, new = int(before[row, position]), int(after[row, position])
+                kind = "commit" if old == mask_id else "revoke" if new == mask_id else "edit"
+                found.append(Event(kind, step, row, position, old, new, float("nan")))
+        return found
 
     @torch.no_grad()
     def logit_errors(self, canvas: torch.Tensor, prompt_length: int, attention_mask: torch.Tensor | None = None,
