@@ -47,7 +47,7 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
     model = setup.model
     prompt, mask = case_tensors(case, model)
     try:
-        case = resolve_case(case, model, prompt, mask)
+        case = resolve_case(case, model, prompt, mask, setup.goal)
     except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
         return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     ours = run_target(setup, prompt, mask, case)
@@ -122,7 +122,7 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
     theirs.canvas = canvas
     outcome.token_match = token_match_rate(ours.canvas.cpu(), canvas.cpu(), prompt_length)
     tie = False
-    if theirs.trace is not None and ours.trace is not None:
+    if _comparable(ours.trace, theirs.trace):
         comparison = compare_traces(ours.trace, theirs.trace, numeric_error=numeric_error)
         divergence = comparison.first_divergence
         outcome.commit_order_match = comparison.commit_order_match_rate
@@ -131,8 +131,7 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
             outcome.divergence = divergence
             outcome.diagnosis = diagnose(model, ours, divergence, prompt, mask)
             if not tie:
-                problems.append(f"commit order differs from step {divergence.step} (row {divergence.row}, "
-                                f"position {divergence.position})")
+                problems.append(_divergence_problem(divergence, ours.trace, theirs.trace))
     if not tie and not torch.equal(canvas.cpu(), ours.canvas.cpu()):
         row, position = (canvas.cpu() != ours.canvas.cpu()).nonzero()[0].tolist()
         problems.append(f"tokens differ (first at row {row}, position {position}: target "
@@ -143,6 +142,31 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
         problems.append(f"Dream's hooks were called differently: target {_hook_steps(ours)}, candidate "
                         f"{_hook_steps(theirs)}")
     outcome.verdict = "diverged" if problems else ("tie" if tie else "exact")
+
+
+def _divergence_problem(divergence: Divergence, ours, theirs) -> str:
+    """The first divergence in one line: where the commit order differs, or (event traces) which events."""
+    where = f"step {divergence.step} (row {divergence.row}, position {divergence.position})"
+    if ours.events is None:
+        return f"commit order differs from {where}"
+    return (f"events differ from {where}: target {_events_at(ours, divergence)}, candidate "
+            f"{_events_at(theirs, divergence)}")
+
+
+def _events_at(trace, divergence: Divergence) -> str:
+    """The token-changing events of the divergence's step and position, as "revoke 12 -> mask" (or "none")."""
+    mask_id = trace.params.get("mask_id")
+    token = lambda t: "mask" if mask_id is not None and t == mask_id else str(t)
+    where = (divergence.step, divergence.row, divergence.position)
+    found = [f"{e.kind} {token(e.old)} -> {token(e.new)}" for e in trace.events
+             if (e.step, e.row, e.position) == where and e.old != e.new]
+    return ", ".join(found) or "none"
+
+
+def _comparable(ours, theirs) -> bool:
+    """Both sides traced, and the candidate's events reconstructed where the target's commits are revocable
+    (``RecordingModel.trace``: only from full forwards of one shape; else tokens and counters are compared)."""
+    return ours is not None and theirs is not None and (ours.events is None or theirs.events is not None)
 
 
 def _hook_steps(side: Side) -> str:
@@ -166,7 +190,8 @@ def diagnose(model, ours: Side, divergence: Divergence, prompt, mask) -> dict:
     step = divergence.step
     length = ours.canvas.shape[1]
     _, full_mask = initial_canvas(model, prompt, mask, length - prompt.shape[1], model.special.mask_id)
-    canvas = _canvas_before(ours.canvas, ours.trace, step, model.special.mask_id).to(model.device)  # [B, L]
+    before = _events_before if ours.trace.events is not None else _canvas_before
+    canvas = before(ours.canvas, ours.trace, step, model.special.mask_id).to(model.device)  # [B, L]
     with torch.no_grad():
         logits = model(canvas, attention_mask=full_mask).logits[divergence.row, divergence.position].double().cpu()
     probabilities = logits.softmax(-1)
@@ -184,6 +209,17 @@ def _canvas_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch
     for record in trace.steps[step:]:
         for row, positions in enumerate(record.positions):
             canvas[row, positions] = mask_id
+    return canvas
+
+
+def _events_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch.Tensor:
+    """The canvas [B, L] an event trace held before ``step``: the final one with every event of ``step`` and
+    later undone, last first (the verification block is not part of it: a canvas position's logits are the plain
+    forward's, WN2)."""
+    canvas = final.detach().cpu().clone()
+    for event in reversed(trace.events):
+        if event.step >= step:
+            canvas[event.row, event.position] = event.old
     return canvas
 
 

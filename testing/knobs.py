@@ -20,6 +20,7 @@ from .running import CALL_SLACK, CheckSetup, Side, case_tensors, resolve_case, r
 SEARCHED = 12  # drawn cases tried per knob before it counts as not exercised
 THRESHOLDS = (None, 0.9, 0.5, 0.2, 0.05)
 FACTORS = (None, 1.0, 0.5, 2.0, 4.0)
+BACK_THRESHOLDS = (0.9, 0.5, 0.99, 0.2)  # WINO's threshold_back
 COST = ("model_calls", "full_forwards", "query_positions")
 
 
@@ -45,6 +46,8 @@ def alternatives(name: str, settings: dict) -> list:
     value = settings.get(name)
     if name == "threshold":
         return [v for v in THRESHOLDS if v != value]
+    if name == "threshold_back":
+        return [v for v in BACK_THRESHOLDS if v != value]
     if name == "factor":
         return [v for v in FACTORS if v != value] if settings.get("threshold") is None else []
     if name == "steps" and "block_length" in settings:  # LLaDA, Fast-dLLM: a multiple of the blocks
@@ -63,15 +66,18 @@ def alternatives(name: str, settings: dict) -> list:
     return []
 
 
-KNOBS = ("threshold", "factor", "steps", "temperature", "remasking", "cfg_scale", "alg")
+KNOBS = ("threshold", "threshold_back", "factor", "steps", "temperature", "remasking", "cfg_scale", "alg")
 
 
 def block_lengths(settings: dict) -> list[dict]:
-    """``block_length`` changed to another divisor of the gen length, the steps per block kept where they fit."""
+    """``block_length`` changed to another divisor of the gen length, the steps per block kept where they fit
+    (where there is a schedule)."""
     gen, block = settings["gen_length"], settings["block_length"]
+    blocks = [b for b in range(1, gen + 1) if gen % b == 0 and b != block]
+    if "steps" not in settings:  # WINO: no schedule
+        return [{**settings, "block_length": b} for b in blocks]
     per_block = settings["steps"] // (gen // block)
-    return [{**settings, "block_length": b, "steps": (gen // b) * min(per_block, b)}
-            for b in range(1, gen + 1) if gen % b == 0 and b != block]
+    return [{**settings, "block_length": b, "steps": (gen // b) * min(per_block, b)} for b in blocks]
 
 
 def variants(name: str, settings: dict) -> list[dict]:
@@ -151,7 +157,7 @@ def _value(name: str, case: dict):
 def _resolved(setup: CheckSetup, case: dict) -> dict | None:
     prompt, mask = case_tensors(case, setup.model)
     try:
-        return resolve_case(case, setup.model, prompt, mask)
+        return resolve_case(case, setup.model, prompt, mask, setup.goal)
     except ValueError:
         return None
 

@@ -95,9 +95,10 @@ def _law_lines(result) -> list[str]:
 def _diagnosis_lines(diagnosis: dict) -> list[str]:
     side = lambda entry: "nothing" if entry is None else \
         f"token {entry['token']} (probability {entry['probability']:.6g})"
+    did = "committed" if diagnosis["kind"] in ("token", "position") else "wrote"  # event traces: any event
     lines = [f"- step {diagnosis['step']}, row {diagnosis['row']}, position {diagnosis['position']} "
              f"({diagnosis['kind']} divergence)",
-             f"- target committed {side(diagnosis['target'])}; candidate committed {side(diagnosis['candidate'])}",
+             f"- target {did} {side(diagnosis['target'])}; candidate {did} {side(diagnosis['candidate'])}",
              f"- logit margin (top1 - top2) there: {diagnosis['logit_margin']:.6g} (full forward of the canvas "
              "before the step)"]
     if diagnosis["decision_margin"] is not None:

@@ -19,6 +19,7 @@ from .candidates import CandidateError, Fit, call_candidate
 from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
 from .hooks import live_hooks
 from .targets import Target
+from .wino_cases import resolve_wino_case
 
 CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
 
@@ -69,11 +70,15 @@ def case_tensors(case: dict, model) -> tuple[torch.Tensor, torch.Tensor | None]:
     return prompt, mask
 
 
-def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None) -> dict:
+def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None,
+                 goal: Target | None = None) -> dict:
     """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
     max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
     before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
-    fewer). ``prompt`` [B, P] and ``mask`` are the case's, as tensors."""
+    fewer); WINO's cases (``goal.family == "wino"``) as ``wino_cases.resolve_wino_case`` says. ``prompt``
+    [B, P] and ``mask`` are the case's, as tensors."""
+    if goal is not None and goal.family == "wino":
+        return resolve_wino_case(case, model, prompt, mask)
     settings = case["settings"]
     threshold = settings.get("threshold")
     if not isinstance(threshold, dict):
@@ -149,8 +154,9 @@ def run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, cas
     settings, hook_calls = live_hooks(goal.settings_of(case))
     tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, settings, goal.mask_name,
                                  model.special.mask_id)
-    return Side(tokens, _recorded_trace(recording, tokens, prompt.shape[1], model), recording.counters(), nfe,
-                hook_calls=hook_calls)
+    trace = _recorded_trace(recording, tokens, prompt.shape[1], model)
+    counters = recording.counters() if trace is None else trace.counters  # the trace's counts its revocations
+    return Side(tokens, trace, counters, nfe, hook_calls=hook_calls)
 
 
 def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model):

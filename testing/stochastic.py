@@ -206,7 +206,7 @@ def run_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
     model, goal = setup.model, setup.goal
     prompt, mask = case_tensors(case, model)
     try:
-        case = resolve_case(case, model, prompt, mask)
+        case = resolve_case(case, model, prompt, mask, goal)
     except ValueError as err:
         return LawOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     mask_id = model.special.mask_id

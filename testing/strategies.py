@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from veridec.proofs_checks.strategies import clusters, decode_states, exact_joints, float_joints
 
 from .hooks import LOGITS_HOOK, TOKENS_HOOK
+from .wino_cases import wino_settings
 
 __all__ = ["block_settings", "cases", "clusters", "decode_states", "dream_settings", "exact_joints",
            "float_joints", "prompts", "thresholds"]
@@ -111,12 +112,18 @@ def dream_settings(draw, names, tokens=range(96), sampled: bool = False):
 @st.composite
 def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, padding: bool = True, fixed=None,
           sampled: bool = False):
-    """A whole case for ``target``'s settings that the candidate names (``names``); ``fixed`` (a dict, or a
-    strategy of dicts) overrides drawn settings; ``sampled``: temperatures > 0 only (tier S)."""
-    dream = target.length_name == "max_new_tokens"
-    prompt, mask = draw(prompts(model, max_batch, padding, infill=not dream))
-    settings = draw(dream_settings(names, ordinary_tokens(model), sampled) if dream else
-                    block_settings(names, defaults, sampled))
+    """A whole case for ``target``'s settings that the candidate names (``names``), of at most ``max_batch`` rows
+    (and the target's own limit); ``fixed`` (a dict, or a strategy of dicts) overrides drawn settings;
+    ``sampled``: temperatures > 0 only (tier S)."""
+    family = target.family
+    prompt, mask = draw(prompts(model, min(max_batch, target.max_batch or max_batch), padding,
+                                infill=family != "dream"))
+    if family == "dream":
+        settings = draw(dream_settings(names, ordinary_tokens(model), sampled))
+    elif family == "wino":
+        settings = draw(wino_settings(names, sampled))
+    else:
+        settings = draw(block_settings(names, defaults, sampled))
     if fixed is not None:
         settings.update(draw(fixed) if isinstance(fixed, st.SearchStrategy) else fixed)
     return {"prompt": prompt, "attention_mask": mask, "seed": draw(st.integers(0, 2**31 - 1)), "settings": settings}

@@ -1,6 +1,7 @@
 """What a candidate is held against: a veridec decoder of the same rule and cache policy, exact to the
 official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ1.8, SQ2.6).
 
+``wino`` is WINO's ``decoding_wino`` (spec/wino.md; one row, no padding, its trace holds events).
 ``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
 factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
 speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
@@ -13,13 +14,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from veridec.adapters import CONVENTIONS
+from veridec.events import event_trace
 from veridec.optimized import fastdllm as fast
 from veridec.optimized.parallel import CACHES
-from veridec.reference import dream, llada
+from veridec.trace import Decoded
+from veridec.reference import dream, llada, wino
 from veridec.reference import fastdllm as fastdllm_reference
 
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
 FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
+WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
                   "generation_tokens_hook_func", "generation_logits_hook_func")
 
@@ -37,10 +41,21 @@ class Target:
     fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
+    max_batch: int | None = None  # the most rows the official function takes (None: any)
+    family: str = "block"  # how its cases are drawn and resolved: "block", "dream" or "wino"
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
         return {name: value for name, value in case["settings"].items() if name in self.settings}
+
+
+def _wino(model, prompt, attention_mask, ties, **settings):
+    """WINO's reference (spec/wino.md) as a Decoded whose trace holds its events."""
+    if attention_mask is not None:
+        raise ValueError("attention_mask: WINO takes no padding (spec WN1: the official function has none)")
+    decoded = wino.generate(model, prompt, ties=ties, **settings)
+    params = {**settings, "mask_id": model.special.mask_id}
+    return Decoded(decoded.canvas, event_trace(decoded, "wino", params, prompt.shape[1]))
 
 
 def _veridec(decoder, **fixed):
@@ -78,7 +93,9 @@ TARGETS = {
                                          fixed="legacy_loop=True, ", upstream="fastdllm/legacy/dual"),
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
-                              call="veridec.reference.dream.diffusion_generate", upstream="dream"),
+                              call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),
+    ("wino", "none"): Target("wino", "llada", _wino, WINO_SETTINGS, call="veridec.reference.wino.generate",
+                             max_batch=1, family="wino"),
 }
 AGAINST = sorted({name for name, _ in TARGETS})
 
@@ -112,4 +129,4 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
     settings = tuple(name for name in template.settings if fit.takes(name))
     name = getattr(decoder, "__qualname__", repr(decoder))
     return Target(name, convention, decoder, settings, template.mask_name, template.length_name, veridec=False,
-                  call=f"{getattr(decoder, '__module__', '?')}.{name}", fit=fit)
+                  call=f"{getattr(decoder, '__module__', '?')}.{name}", fit=fit, family=template.family)

@@ -295,8 +295,8 @@ MUTANTS = [
         "spec/stochastic.md ST2", STOCHASTIC + CHECK),
     Mutant(
         "prompt-masks-drawn-for-dream-only", "testing/strategies.py",
-        "infill=not dream))",
-        "infill=dream))",
+        'infill=family != "dream"))',
+        'infill=family == "dream"))',
         "prompt masks are drawn for Dream cases instead of LLaDA / Fast-dLLM cases",
         "spec/exactness.md EC2", CHECK),
     Mutant(

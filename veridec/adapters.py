@@ -3,6 +3,7 @@ LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded 
 (spec/models.md M7).
 
     LLaDAConvention(model)(x, attention_mask=None).logits        # LLaDA generate.py, Fast-dLLM's no-cache loop
+    LLaDAConvention(model)(x, attention_mask=sees, position_ids=p)  # WINO's layout: [B, 1, L, L] bool, [L]
     FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
     DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
 
@@ -14,6 +15,7 @@ to log what the decoder asks for: the adapters reach the model only through its 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -68,9 +70,46 @@ class LLaDAConvention(_Convention):
             raise ValueError(f"padding must be 'honour' or 'ignore', got {padding!r}")
         self.padding = padding
 
-    def __call__(self, x, attention_mask=None):
+    def __call__(self, x, attention_mask=None, position_ids=None):
+        if position_ids is not None or (attention_mask is not None and attention_mask.dim() == 4):
+            return self._explicit(x, attention_mask, position_ids)
         mask = attention_mask if self.padding == "honour" else None
         return ConventionOutput(self.model(x, attention_mask=mask).logits)
+
+    def _explicit(self, x, attention_mask, position_ids):
+        """The call of WINO's LLaDA modelling (Feng-Hong/WINO-DLLM ``LLaDA/modeling_llada.py``): an attention
+        mask [B or 1, 1, L, L] of booleans or 0/1 (True: the query row attends to the key column) and RoPE
+        positions [L] or [B, L] (default 0 .. L-1), served by ``raw_forward``."""
+        batch, length = x.shape
+        if not hasattr(self.model, "raw_forward") or getattr(self.model, "logit_shift", None) != 0:
+            raise ValueError("attention_mask [B, 1, L, L] / position_ids need a LLaDA-layout transformer "
+                             f"(raw_forward, logit shift 0); {type(self.model).__name__} is not one")
+        bias = None if attention_mask is None else _additive(attention_mask, batch, length)
+        positions = _positions(position_ids, batch, length, x.device)
+        return ConventionOutput(self.model.raw_forward(x, positions, attn_bias=bias).logits)
+
+
+def _additive(attention_mask: torch.Tensor, batch: int, length: int) -> torch.Tensor:
+    """A [B or 1, 1, L, L] boolean or 0/1 mask -> the additive bias (0 attends, -inf does not), float64."""
+    shape = tuple(attention_mask.shape)
+    if attention_mask.dim() != 4 or shape[0] not in (1, batch) or shape[1:] != (1, length, length):
+        raise ValueError(f"attention_mask must be [B, L] or [B or 1, 1, L, L] with B = {batch}, L = {length}; got "
+                         f"{shape}")
+    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask [B, 1, L, L] must hold booleans or 0/1 (True: attend), as the official "
+                         "modelling asserts")
+    sees = attention_mask.bool()
+    return torch.zeros(shape, dtype=torch.float64, device=sees.device).masked_fill(~sees, -math.inf)
+
+
+def _positions(position_ids, batch: int, length: int, device) -> torch.Tensor:
+    """RoPE positions [B, L] from ``position_ids`` [L] or [B, L] (None: 0 .. L-1)."""
+    if position_ids is None:
+        return torch.arange(length, device=device).expand(batch, -1)
+    if position_ids.shape not in ((length,), (batch, length)):
+        raise ValueError(f"position_ids must be [L] or [B, L] with B = {batch}, L = {length}; got "
+                         f"{tuple(position_ids.shape)}")
+    return position_ids.to(device).expand(batch, -1)
 
 
 class FastDLLMConvention(_Convention):

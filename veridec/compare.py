@@ -5,16 +5,22 @@ A divergence is a *tie*, not a failure, when the decision that differs was withi
 error, or a position divergence whose selection gap (confidence of the weakest committed position minus the
 strongest one left masked) is at most the error (a logit error of d moves a probability by at most d / 2,
 so using d for confidences is conservative).
+
+Traces with events (decoders whose commits are not final, spec/wino.md WN5) are compared by their events: the
+same set of (kind, position, old, new) at every step; the first step that differs is the divergence, at its
+lowest differing position, a tie when that step's decision margin (the step record's selection gap) is at
+most the error. An event that changes no token (a commit of the mask token itself) is not compared.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from itertools import zip_longest
 
 import torch
 
-from .trace import StepRecord, Trace
+from .trace import Event, StepRecord, Trace
 
 
 @dataclass
@@ -24,7 +30,8 @@ class Divergence:
     position: int
     token_a: int | None  # what each trace committed at ``position`` in that step (None: nothing)
     token_b: int | None
-    kind: str  # "token": same position, different tokens; "position": committed by one only
+    kind: str  # "token": same position, different tokens; "position": committed by one only; event traces:
+    # the kind ("commit", "revoke", "edit") of the first differing event at ``position`` (a's when both have one)
     margin: float  # the logit margin (token) or selection gap (position) that decided it
     tie: bool
 
@@ -51,9 +58,15 @@ class TraceComparison:
 
 def compare_traces(a: Trace, b: Trace, canvas_a: torch.Tensor | None = None, canvas_b: torch.Tensor | None = None,
                    numeric_error: float = 0.0) -> TraceComparison:
-    """Hold trace ``b`` against trace ``a`` (the reference). Canvases give the token match rate."""
+    """Hold trace ``b`` against trace ``a`` (the reference). Canvases give the token match rate. A reference with
+    events is compared by events (``b`` must have them too); one without, by commit order."""
     if a.batch_size != b.batch_size:
         raise ValueError(f"batch sizes differ: {a.batch_size} vs {b.batch_size}")
+    if a.events is not None:  # the reference's commits are not final: its events are what it did
+        if b.events is None:
+            raise ValueError("trace a has events (revocable commits) and trace b has none: an event trace is "
+                             "compared with an event trace")
+        return _compare_events(a, b, canvas_a, canvas_b, numeric_error)
     divergences, logit_errors, tvs = [], [], []
     for row in range(a.batch_size):
         steps_a, steps_b = _committing(a, row), _committing(b, row)
@@ -74,6 +87,53 @@ def compare_traces(a: Trace, b: Trace, canvas_a: torch.Tensor | None = None, can
         token_match_rate=None if canvas_a is None else token_match_rate(canvas_a, canvas_b, a.prompt_length),
         max_logit_error=max(logit_errors) if logit_errors else None, max_tv=max(tvs) if tvs else None,
         commit_order_match_rate=1 - len(divergences) / a.batch_size)
+
+
+def _compare_events(a: Trace, b: Trace, canvas_a, canvas_b, numeric_error: float) -> TraceComparison:
+    divergences = []
+    for row in range(a.batch_size):
+        steps_a, steps_b = _event_steps(a.events, row), _event_steps(b.events, row)
+        for step, (ea, eb) in enumerate(zip_longest(steps_a, steps_b)):
+            if ea is None or eb is None:
+                divergences.append(_event_divergence(step, row, ea or {}, eb or {}, math.inf, numeric_error))
+                break
+            if set(ea) != set(eb):
+                margin = _observed_min(_decision_margin(a, step, row), _decision_margin(b, step, row))
+                divergences.append(_event_divergence(step, row, ea, eb, margin, numeric_error))
+                break
+    first = min(divergences, key=lambda d: (d.step, d.row), default=None)
+    return TraceComparison(
+        same_commit_order=not divergences, first_divergence=first, steps=(len(a.steps), len(b.steps)),
+        full_forwards=(a.counters.full_forwards, b.counters.full_forwards),
+        token_match_rate=None if canvas_a is None else token_match_rate(canvas_a, canvas_b, a.prompt_length),
+        commit_order_match_rate=1 - len(divergences) / a.batch_size)
+
+
+def _event_steps(events: list[Event], row: int) -> list[dict[tuple, Event]]:
+    """Row ``row``'s events per step, keyed by (kind, position, old, new); steps 0 .. its last. An event that
+    changes no token (a commit of the mask token itself) is left out: no recording of the calls can see it."""
+    mine = [e for e in events if e.row == row and e.old != e.new]
+    steps = [{} for _ in range(max((e.step for e in mine), default=-1) + 1)]
+    for event in mine:
+        steps[event.step][event.key()] = event
+    return steps
+
+
+def _decision_margin(trace: Trace, step: int, row: int) -> float:
+    """The step's decision margin (its record's selection gap); NaN where the trace has no record of it."""
+    return trace.steps[step].selection_gaps[row] if step < len(trace.steps) else math.nan
+
+
+def _event_divergence(step: int, row: int, ea: dict, eb: dict, margin: float, numeric_error: float) -> Divergence:
+    """The first position whose events differ in a step, with the token each side leaves there (None: no
+    event there on that side)."""
+    differing = [e for key, e in ea.items() if key not in eb] + [e for key, e in eb.items() if key not in ea]
+    position = min(e.position for e in differing)
+    at = lambda events: next((e for e in events.values() if e.position == position), None)
+    event_a, event_b = at(ea), at(eb)
+    kind = (event_a or event_b).kind
+    return Divergence(step, row, position, None if event_a is None else event_a.new,
+                      None if event_b is None else event_b.new, kind, margin, margin <= numeric_error)
 
 
 def token_match_rate(canvas_a: torch.Tensor, canvas_b: torch.Tensor, prompt_length: int) -> float:

@@ -4,33 +4,15 @@ their events agree step by step as sets (the order inside a step is a ranking, c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import zip_longest
 from typing import NamedTuple
 
 import torch
 
-from .trace import Counters
+from .trace import KINDS, Counters, Event, StepRecord, Trace
 
-KINDS = ("commit", "revoke", "edit")
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str  # one of KINDS
-    step: int  # forward index of the row's decode, from 0 across blocks
-    row: int
-    position: int  # canvas position
-    old: int  # token before (the mask token for a commit)
-    new: int  # token after (the mask token for a revocation)
-    confidence: float  # what decided it: the draft confidence of a commit, the verified one of a revocation
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
-
-    def key(self) -> tuple[str, int, int, int]:
-        return self.kind, self.position, self.old, self.new
+__all__ = ["KINDS", "Event", "EventDecoded", "event_trace", "first_divergence", "replay", "step_events", "steps_of",
+           "visible_changes"]
 
 
 class EventDecoded(NamedTuple):
@@ -48,6 +30,32 @@ def step_events(step: int, row: int, mask_id: int, commits, revokes) -> list[Eve
     [(position, old token, confidence)]."""
     return ([Event("commit", step, row, p, mask_id, token, c) for p, token, c in commits]
             + [Event("revoke", step, row, p, old, mask_id, b) for p, old, b in revokes])
+
+
+def event_trace(decoded: EventDecoded, decoder: str, params: dict, prompt_length: int) -> Trace:
+    """``decoded`` as a Trace (veridec.trace): its events, counters with the revocations and edits counted, and
+    one step record per forward index whose commits are that step's and whose selection gap is the step's
+    decision margin (+inf for a row whose decode has ended; the block is not recorded, -1)."""
+    rows = decoded.canvas.shape[0]
+    trace = Trace(decoder, params, prompt_length, rows, counters=_counted(decoded.counters, decoded.events),
+                  events=list(decoded.events))
+    commits = {}  # (step, row) -> [(position, token, confidence)] in the step's order
+    for e in decoded.events:
+        if e.kind == "commit":
+            commits.setdefault((e.step, e.row), []).append((e.position, e.new, e.confidence))
+    for step in range(max(decoded.forwards, default=0)):
+        mine = [commits.get((step, row), []) for row in range(rows)]
+        gaps = [decoded.margins[row][step] if step < decoded.forwards[row] else float("inf") for row in range(rows)]
+        trace.steps.append(StepRecord(-1, [[p for p, _, _ in m] for m in mine], [[t for _, t, _ in m] for m in mine],
+                                      [[c for _, _, c in m] for m in mine],
+                                      [[float("nan")] * len(m) for m in mine], gaps))
+    return trace
+
+
+def _counted(counters: Counters, events: list[Event]) -> Counters:
+    """``counters`` with its revocations and edits counted from ``events``."""
+    kinds = [e.kind for e in events]
+    return Counters(**{**counters.__dict__, "revocations": kinds.count("revoke"), "edits": kinds.count("edit")})
 
 
 def steps_of(events: list[Event], row: int = 0) -> list[set[tuple[str, int, int, int]]]:

@@ -105,12 +105,15 @@ class RecordingModel:
         return counters
 
     def trace(self, canvas: torch.Tensor, prompt_length: int, mask_id: int | None = None) -> Trace:
-        """The commit order the calls show, ending at the decode's final ``canvas`` [B, L]: one step per call,
+        """The commit order the calls show, ending at the decode's final ``canvas`` [B, L] (its first L positions,
+        when the calls are wider): one step per call,
         holding the masks that call's logits decided: a commit is placed at the last call that showed its
         position still masked (a cached call shows only the positions it is fed, so a commit outside the window,
         such as a prompt mask decided by a block's full refresh, is placed at that refresh, not at the next call
         that happens to show it). Positions are in increasing order within a step (the calls do not show the
-        order inside a step). Raises ValueError for a decoder whose
+        order inside a step). The counters count the revocations (a shown token back to the mask) and edits (a
+        shown token replaced) the calls show; when every call is a full forward of one shape, ``events`` holds
+        them all (``events()``), else None. Raises ValueError for a decoder whose
         calls show hypothetical states (another batch size, read-only drafts)."""
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         final = canvas.detach().cpu()
@@ -119,16 +122,22 @@ class RecordingModel:
             raise ValueError("the decoder's first call must be a full forward or a prefill (it shows the canvas)")
         if any(not c.shows_canvas or c.tokens.shape[0] != batch for c in self.calls):
             raise ValueError("this decoder's calls show drafts or stacked states, not its canvas: use counters()")
-        trace = Trace("recorded", {}, prompt_length, batch)
+        trace = Trace("recorded", {"mask_id": mask_id}, prompt_length, batch)
         trace.counters = self.counters()
-        seen = self.calls[0].tokens.clone()  # [B, L] the canvas as the calls show it
-        last_masked = torch.zeros(batch, length, dtype=torch.long, device="cpu")  # [B, L] last call showing it masked
-        step_of = torch.full((batch, length), -1, dtype=torch.long, device="cpu")  # [B, L] a commit's step
-        token_of = final.clone()  # [B, L] the token a commit first showed (a later overwrite is no commit)
+        seen = self.calls[0].tokens.clone()  # [B, W] the canvas as the calls show it (W >= L: WINO's is wider)
+        width = seen.shape[1]
+        if length > width:
+            raise ValueError(f"the final canvas has {length} positions, the decoder's first call {width}")
+        last_masked = torch.zeros(batch, width, dtype=torch.long, device="cpu")  # [B, W] last call showing it masked
+        step_of = torch.full((batch, width), -1, dtype=torch.long, device="cpu")  # [B, W] a commit's step
+        token_of = seen.clone()  # [B, W] the token a commit first showed (a later overwrite is no commit)
         closing = Call("full", torch.arange(length, device="cpu").expand(batch, -1), final, True)  # the end
         for index, call in enumerate(self.calls[1:] + [closing], start=1):
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
+            held = (seen != mask_id) & (now != seen)  # [B, L] a shown token revoked or replaced
+            trace.counters.revocations += int((held & (now == mask_id)).sum())
+            trace.counters.edits += int((held & (now != mask_id)).sum())
             committed = (seen == mask_id) & (now != mask_id)  # [B, L] commits this call shows
             step_of[committed] = last_masked[committed]
             token_of[committed] = now[committed]
@@ -136,7 +145,15 @@ class RecordingModel:
             last_masked[shown_masked] = index
             seen = now
         trace.steps = [_commits(step_of == step, token_of) for step in range(len(self.calls))]
+        trace.events = self.events(final, mask_id) if self._full_calls_of_one_shape(final) else None
         return trace
+
+    def _full_calls_of_one_shape(self, final: torch.Tensor) -> bool:
+        """Whether ``events`` can place every change the calls show (final [B, L] no wider than the calls)."""
+        width = self.calls[0].tokens.shape[1]
+        shape = (final.shape[0], width)
+        return final.shape[1] <= width and all(c.kind == "full" and tuple(c.tokens.shape) == shape
+                                               for c in self.calls)
 
     def events(self, canvas: torch.Tensor, mask_id: int | None = None) -> list[Event]:
         """Every commit, revocation and edit the calls show (spec/wino.md WN5), for a decoder whose every call is a
@@ -150,11 +167,11 @@ class RecordingModel:
         if not self.calls:
             raise ValueError("the decoder made no model call: no events to reconstruct")
         width = self.calls[0].tokens.shape[1]
-        if any(c.kind != "full" or tuple(c.tokens.shape) != (final.shape[0], width) for c in self.calls):
-            raise ValueError(f"events need full forwards of one shape [{final.shape[0]}, {width}] (the batch of "
-                             "the final canvas): this decoder's calls are cached, stacked or of several widths")
         if final.shape[1] > width:
             raise ValueError(f"the final canvas has {final.shape[1]} positions, the calls {width}")
+        if not self._full_calls_of_one_shape(final):
+            raise ValueError(f"events need full forwards of one shape [{final.shape[0]}, {width}] (the batch of "
+                             "the final canvas): this decoder's calls are cached, stacked or of several widths")
         states = [call.tokens for call in self.calls]
         pairs = list(zip(states, states[1:])) + [(states[-1][:, : final.shape[1]], final)]
         found = []

@@ -4,6 +4,11 @@ Per step and batch row: the positions committed (mask -> token), their tokens, t
 margin top1 - top2 of the token choice at each, and the selection gap (confidence of the weakest committed
 position minus that of the strongest candidate left masked; +inf when none is left). Counters are
 deterministic (full forwards, query positions computed, reward passes), so they can gate CI.
+
+A decoder whose commits are not final (WINO, the edit rule: spec/wino.md WN5) also returns its ``events``:
+every commit, revocation (a token back to the mask) and edit (a token replaced), step by step; its step
+records then hold each step's commits and, as the selection gap, the step's decision margin. ``events`` is
+None for a decoder whose commits are final (its step records say everything).
 """
 
 from __future__ import annotations
@@ -25,11 +30,34 @@ class Counters:
     reward_forwards: int = 0
     reward_backwards: int = 0
     model_calls: int = 0  # every model call: full, cached or packed
+    revocations: int = 0  # committed tokens sent back to the mask (WN5)
+    edits: int = 0  # committed tokens replaced by another token (ED)
 
     def add_forward(self, rows: int, queries: int, full: bool = True) -> None:
         self.full_forwards += int(full)
         self.query_positions += rows * queries
         self.model_calls += 1
+
+
+KINDS = ("commit", "revoke", "edit")
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # one of KINDS
+    step: int  # forward index of the row's decode, from 0 across blocks
+    row: int
+    position: int  # canvas position
+    old: int  # token before (the mask token for a commit)
+    new: int  # token after (the mask token for a revocation)
+    confidence: float  # what decided it: the draft confidence of a commit, the verified one of a revocation
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+
+    def key(self) -> tuple[str, int, int, int]:
+        return self.kind, self.position, self.old, self.new
 
 
 @dataclass
@@ -54,6 +82,7 @@ class Trace:
     batch_size: int
     steps: list[StepRecord] = field(default_factory=list)
     counters: Counters = field(default_factory=Counters)
+    events: list[Event] | None = None  # None: commits are final (no revocation or edit can happen)
 
     def commit_order(self, row: int = 0) -> list[set[tuple[int, int]]]:
         """The non-empty (position, token) sets committed step by step (equal for equal decoders)."""
@@ -75,8 +104,9 @@ class Trace:
     @classmethod
     def from_dict(cls, data: dict) -> "Trace":
         steps = [StepRecord(**s) for s in data["steps"]]
+        events = data.get("events")
         return cls(data["decoder"], data["params"], data["prompt_length"], data["batch_size"], steps,
-                   Counters(**data["counters"]))
+                   Counters(**data["counters"]), None if events is None else [Event(**e) for e in events])
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
