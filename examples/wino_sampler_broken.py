@@ -2,7 +2,7 @@
 yet the decisions differ from WINO's (spec/wino.md WN2-WN4):
 
 - ``non_strict_back_threshold``: the re-mask test is ``b <= threshold_back``, not ``<`` (WN4.5); it shows where
-  b hits threshold_back exactly, e.g. threshold_back = 1 on a saturated softmax.
+  b hits threshold_back exactly, which the check arranges by drawing threshold_back at a verified confidence.
 - ``revokes_prompt_tokens``: the revocable set is U plus every non-mask prompt position (the prompt counted as
   committed); with no slot of their own, prompt tokens are verified by the plain forward, and one scored under
   ``threshold_back`` is re-masked and drafted again (WN4.5: never a prompt position).
@@ -13,8 +13,7 @@ yet the decisions differ from WINO's (spec/wino.md WN2-WN4):
 
 ``veridec check`` catches each with a shrunk case, e.g.
 
-    veridec check examples/wino_sampler_broken.py:revokes_same_step_drafts --against wino --model tiny-llada \
-        --max-batch 1
+    veridec check examples/wino_sampler_broken.py:revokes_same_step_drafts --against wino --model tiny-llada
 """
 
 import torch

@@ -13,6 +13,7 @@ from tools import mutation
 from tools.mutants import MUTANTS, Mutant
 from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_independent import MUTANTS as INDEPENDENT
+from tools.mutants_revocable import MUTANTS as REVOCABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = {"veridec/rules", "veridec/models", "veridec/guidance", "veridec/oracles", "veridec/trace", "veridec/compare",
@@ -29,7 +30,7 @@ def test_catalogue_size_names_and_spread():
         assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER + REVOCABLE, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"
@@ -42,7 +43,7 @@ def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
 
 def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
-    assert len(every) == len(MUTANTS) + len(INDEPENDENT) + len(CHECKER)
+    assert len(every) == len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE)
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

@@ -1,0 +1,111 @@
+"""WINO's rows of the exactness table (spec/wino.md WN8, spec/exactness.md): each prompt decoded alone (WINO
+takes no padding) by the reference and by a variant, at the official defaults (threshold 0.6, threshold_back
+0.9). The match is the share of prompts with the same event sets step by step (compare_traces on event traces);
+the logit error is the largest difference between the variant's call k and the reference's call k, at the
+positions the variant computed, over the calls up to their first divergent step (the same canvas on both
+sides); tokens per step are generated positions per forward (revoked drafts do not count twice). Rows are plain
+dicts of the table's Row fields.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from veridec.compare import compare_traces
+from veridec.events import event_trace
+from veridec.optimized import wino as optimized
+from veridec.reference import wino as reference
+
+from .workloads import hmm_nll, single_prompts
+
+WINO_VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A"}  # spec WN8: the prefix cache is not exact
+
+
+def takes_wino(model) -> bool:
+    """WN1: a LLaDA-layout transformer with ``raw_forward`` (else the table has no WINO rows for it)."""
+    return hasattr(model, "raw_forward") and getattr(model, "logit_shift", None) == 0
+
+
+class LoggedLogits:
+    """``model`` whose every ``raw_forward`` keeps (positions computed [Q], logits [Q, V]) of row 0 on the host."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def __getattr__(self, name):
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def raw_forward(self, tokens, rope_pos, **options):
+        out = self.model.raw_forward(tokens, rope_pos, **options)
+        slots = options.get("slots")
+        where = torch.arange(tokens.shape[1]) if slots is None else slots[0].cpu()  # [Q]
+        self.calls.append((where, out.logits[0].detach().float().cpu()))
+        return out
+
+
+def decode(model, variant: str, prompt, gen_length: int, block_length: int):
+    """One WINO decode of ``prompt`` [1, P] by ``variant`` -> (EventDecoded, its logged calls, seconds)."""
+    logged = LoggedLogits(model)
+    kw = dict(gen_length=gen_length, block_length=block_length)
+    start = time.perf_counter()
+    if variant == "reference":
+        out = reference.generate(logged, prompt, **kw)
+    else:
+        out = optimized.generate(logged, prompt, cache="none" if variant == "optimized" else variant, **kw)
+    return out, logged.calls, time.perf_counter() - start
+
+
+def wino_row(model_name: str, model, prompt, mask, variant: str, gen_length: int, block_length: int,
+             sequential_seconds: float) -> dict:
+    """The row of ``variant`` over the table's prompts [B, P] (``mask`` their left padding), each decoded alone."""
+    singles = single_prompts(prompt, mask)
+    matches, tokens, errors, nlls = [], [], [], []
+    full = positions = forwards = 0
+    seconds = 0.0
+    for single in singles:
+        ours, our_calls, _ = decode(model, "reference", single, gen_length, block_length)
+        out, calls, took = decode(model, variant, single, gen_length, block_length)
+        seconds += took
+        length = single.shape[1]
+        a, b = (event_trace(d, "wino", {"mask_id": model.special.mask_id}, length) for d in (ours, out))
+        comparison = compare_traces(a, b, ours.canvas, out.canvas)
+        matches.append(comparison.first_divergence is None)
+        tokens.append(comparison.token_match_rate)
+        divergent = math.inf if comparison.first_divergence is None else comparison.first_divergence.step
+        errors.append(_logit_error(our_calls, calls, divergent))
+        full, positions = full + out.counters.full_forwards, positions + out.counters.query_positions
+        forwards += out.forwards[0]
+        if model_name == "hmm":
+            nlls.append(hmm_nll(out.canvas, torch.ones_like(single), length, gen_length))
+    n = len(singles)
+    known = [x for x in nlls if x is not None]
+    return dict(model=model_name, decoder="wino", variant=variant, tier=WINO_VARIANTS[variant], prompts=n,
+                commit_order_match=round(sum(matches) / n, 4), token_match=round(sum(tokens) / n, 4),
+                max_logit_error=max(errors), full_forwards=full, positions_per_prompt=round(positions / n, 1),
+                tokens_per_step=round(n * gen_length / forwards, 3), seconds=round(seconds, 3),
+                speedup_vs_sequential=round(sequential_seconds / seconds, 2),
+                hmm_nll_per_token=round(sum(known) / len(known), 4) if known else None)
+
+
+def _logit_error(ours: list, theirs: list, divergent: float) -> float:
+    """Max |logit difference| of call k on both sides, at the positions the variant computed, k <= ``divergent``."""
+    worst = 0.0
+    for k, ((_, want), (where, got)) in enumerate(zip(ours, theirs)):
+        if k > divergent:  # call k (k <= the divergent step) was fed the same canvas on both sides
+            break
+        worst = max(worst, _difference(want[where].double(), got.double()))
+    return worst
+
+
+def _difference(want: torch.Tensor, got: torch.Tensor) -> float:
+    """Max |want - got| over entries finite on both sides; inf where only one side is finite (-inf: banned)."""
+    finite_want, finite_got = torch.isfinite(want), torch.isfinite(got)
+    if not torch.equal(finite_want, finite_got):
+        return math.inf
+    both = finite_want & finite_got
+    return (want[both] - got[both]).abs().max().item() if both.any() else 0.0

@@ -1,0 +1,191 @@
+"""A mutation catalogue for revocable commits: checking a WINO decoder by its events (spec/wino.md WN5, WN10;
+spec/sequential.md SQ0.5; spec/exactness.md EC1, EC2, EC7).
+
+It covers the event comparison of ``veridec.compare.compare_traces`` (``_compare_events``, ``_event_steps``,
+``_decision_margin``, ``_event_divergence``, ``_observed_min``), ``veridec.events.event_trace``, the recording
+proxy's event reconstruction (``RecordingModel.trace`` / ``events`` / ``_full_calls_of_one_shape``, the wider
+calls of WINO's verification block), the LLaDA adapter's explicit WINO call (``_additive``, ``_positions``),
+``Trace.from_dict``, the WINO case resolution (``testing.wino_cases``), the strategy dispatch and the knob
+alternatives for ``threshold_back`` / ``block_length`` (``testing.strategies``, ``testing.knobs``), and the guards
+of ``testing.exact`` (``_comparable``, ``_events_before``, the tie rule of ``_compare``). Each mutant is a one- or
+two-line mistake placed where a wrong line would most likely change a verdict silently (a candidate compared by
+tokens only, a broken variant excused as a tie, an equality case never drawn).
+
+Written from the spec and the production code alone: nothing under tests/ and no other catalogue
+(tools/mutants.py beyond ``Mutant``, tools/mutants_independent.py, tools/mutants_checker.py) was read.
+
+    python -m tools.mutation --catalogue tools/mutants_revocable.py --list
+"""
+
+from __future__ import annotations
+
+from tools.mutants import Mutant
+
+COMPARE = "veridec/compare.py"
+EVENTS = "veridec/events.py"
+TRACE = "veridec/trace.py"
+RECORDING = "veridec/recording.py"
+ADAPTERS = "veridec/adapters.py"
+WINO_CASES = "testing/wino_cases.py"
+EXACT = "testing/exact.py"
+KNOBS = "testing/knobs.py"
+STRATEGIES = "testing/strategies.py"
+
+EVENT_TRACES = "tests/test_event_traces.py"
+WINO_CHECK = "tests/test_wino_check.py"
+RECORDED_EVENTS = "tests/test_recorded_events.py"
+COMPARE_TESTS = "tests/test_compare.py"
+RECORDING_TESTS = "tests/test_recording.py"
+WINO_TESTS = "tests/test_wino.py"
+CHECK = "tests/test_check.py"
+KNOB_TESTS = "tests/test_knobs.py"
+
+MUTANTS = [
+    # --- veridec/compare.py: the event comparison (WN10, SQ0.5) ---
+    Mutant("event-steps-commits-only", COMPARE,
+           "mine = [e for e in events if e.row == row and e.old != e.new]",
+           'mine = [e for e in events if e.row == row and e.kind == "commit" and e.old != e.new]',
+           "event traces are compared by their commits only: a missing or extra revocation goes unnoticed",
+           "spec/wino.md WN10", (EVENT_TRACES, COMPARE_TESTS, WINO_CHECK)),
+    Mutant("event-steps-keep-mask-commits", COMPARE,
+           "mine = [e for e in events if e.row == row and e.old != e.new]",
+           "mine = [e for e in events if e.row == row]",
+           "commits of the mask token itself (invisible to any recording) are compared, so a correct recorded "
+           "candidate diverges wherever the target's model proposes the mask",
+           "spec/wino.md WN10", (EVENT_TRACES, COMPARE_TESTS, WINO_CHECK)),
+    Mutant("event-sets-one-sided-difference", COMPARE,
+           "if set(ea) != set(eb):",
+           "if set(ea) - set(eb):",
+           "a step counts as equal when b has every event of a: extra events on b's side (an extra revocation) "
+           "pass",
+           "spec/wino.md WN10", (EVENT_TRACES, COMPARE_TESTS, WINO_CHECK)),
+    Mutant("event-margin-of-next-step", COMPARE,
+           "_decision_margin(a, step, row)",
+           "_decision_margin(a, step + 1, row)",
+           "the tie test reads the target's decision margin of the step after the divergent one (off by one)",
+           "spec/wino.md WN10", (EVENT_TRACES, COMPARE_TESTS, WINO_CHECK)),
+    Mutant("one-sided-step-takes-target-margin", COMPARE,
+           "ea or {}, eb or {}, math.inf, numeric_error",
+           "ea or {}, eb or {}, _decision_margin(a, step, row), numeric_error",
+           "a step that only one side has is judged by the target's decision margin there, so a decode that "
+           "stops early or runs on can be excused as a tie",
+           "spec/wino.md WN10", (EVENT_TRACES, COMPARE_TESTS, WINO_CHECK)),
+    Mutant("observed-margin-max", COMPARE,
+           "return min(observed) if observed else math.nan",
+           "return max(observed) if observed else math.nan",
+           "the larger of the two sides' margins decides a tie instead of the smaller",
+           "spec/sequential.md SQ0.5", (COMPARE_TESTS, EVENT_TRACES)),
+    # --- veridec/events.py: event_trace (WN5, WN10) ---
+    Mutant("event-trace-margins-shifted", EVENTS,
+           "decoded.margins[row][step] if step < decoded.forwards[row]",
+           "decoded.margins[row][step - 1] if step < decoded.forwards[row]",
+           "each step record carries the previous step's decision margin (step 0 the last one's)",
+           "spec/wino.md WN5", (EVENT_TRACES, WINO_CHECK, WINO_TESTS)),
+    # --- veridec/recording.py: events reconstructed from the calls (WN10) ---
+    Mutant("trace-revocations-count-edits", RECORDING,
+           "trace.counters.revocations += int((held & (now == mask_id)).sum())",
+           "trace.counters.revocations += int(held.sum())",
+           "the recorded revocation counter also counts edits (a shown token replaced by another)",
+           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS)),
+    Mutant("trace-events-unguarded", RECORDING,
+           "trace.events = self.events(final, mask_id) if self._full_calls_of_one_shape(final) else None",
+           "trace.events = self.events(final, mask_id)",
+           "trace() always asks for events, which raise for cached calls: a cached candidate gets no trace at all "
+           "and is compared by tokens and counters only",
+           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS, CHECK)),
+    Mutant("full-calls-any-instead-of-all", RECORDING,
+           'all(c.kind == "full" and tuple(c.tokens.shape) == shape',
+           'any(c.kind == "full" and tuple(c.tokens.shape) == shape',
+           "one full call of the right shape is enough for events: a decoder with cached calls gets garbage "
+           "events or none (its trace is dropped)",
+           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS, CHECK)),
+    Mutant("events-closing-diff-unsliced", RECORDING,
+           "[(states[-1][:, : final.shape[1]], final)]",
+           "[(states[-1], final)]",
+           "the last call is diffed against the final canvas at its full width: WINO's wider calls fail, and a "
+           "WINO candidate loses its events (compared by tokens only)",
+           "spec/wino.md WN10", (RECORDED_EVENTS, WINO_CHECK)),
+    Mutant("trace-refuses-wider-calls", RECORDING,
+           "if length > width:",
+           "if length != width:",
+           "calls wider than the returned canvas (the verification block) are refused: a WINO candidate gets no "
+           "trace and is compared by tokens and counters only",
+           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS, WINO_CHECK)),
+    # --- veridec/adapters.py: the explicit WINO call (WN10) ---
+    Mutant("additive-mask-transposed", ADAPTERS,
+           "sees = attention_mask.bool()",
+           "sees = attention_mask.bool().transpose(-1, -2)",
+           "the mask is read as (key row, query column): generation queries see the verification block and a "
+           "verification query sees the token it verifies",
+           "spec/wino.md WN10", (WINO_CHECK, RECORDED_EVENTS)),
+    Mutant("zero-one-check-any", ADAPTERS,
+           "((attention_mask == 0) | (attention_mask == 1)).all()",
+           "((attention_mask == 0) | (attention_mask == 1)).any()",
+           "a non-boolean mask passes the 0/1 check when any entry is 0 or 1 (0.5 is read as 'attends')",
+           "spec/wino.md WN10", (WINO_CHECK, RECORDED_EVENTS)),
+    Mutant("position-ids-ignored", ADAPTERS,
+           "return position_ids.to(device).expand(batch, -1)",
+           "return torch.arange(length, device=device).expand(batch, -1)",
+           "position_ids are checked but the default 0 .. L-1 is used: the verification block is rotated at its "
+           "own positions, not its block's",
+           "spec/wino.md WN10", (WINO_CHECK, RECORDED_EVENTS)),
+    # --- veridec/trace.py ---
+    Mutant("from-dict-drops-events", TRACE,
+           'Counters(**data["counters"]), None if events is None else [Event(**e) for e in events])',
+           'Counters(**data["counters"]))',
+           "a loaded trace loses its events and is compared by commit order: revocations vanish",
+           "spec/wino.md WN5", (EVENT_TRACES, COMPARE_TESTS)),
+    # --- testing/wino_cases.py: thresholds drawn as confidences (WN10) ---
+    Mutant("draft-confidence-from-smallest", WINO_CASES,
+           "return drafted[min(rank, len(drafted) - 1)]",
+           "return sorted(drafted)[min(rank, len(drafted) - 1)]",
+           "threshold rank r is counted from the smallest first-step draft confidence, not the largest",
+           "spec/wino.md WN10", (WINO_CHECK,)),
+    Mutant("back-confidence-wrong-step", WINO_CASES,
+           'e.step == 1 and e.kind == "revoke"',
+           'e.step == 0 and e.kind == "revoke"',
+           "threshold_back is read from the first step, which never revokes: always the 0.9 fallback, so the "
+           "strict b < threshold_back never meets equality",
+           "spec/wino.md WN10", (WINO_CHECK,)),
+    Mutant("back-confidence-default-threshold", WINO_CASES,
+           '"temperature", "threshold")}',
+           '"temperature")}',
+           "the decode that reads threshold_back runs at the default threshold 0.6, not the case's, so the "
+           "second step it reads is another decode's",
+           "spec/wino.md WN10", (WINO_CHECK,)),
+    # --- testing/strategies.py, testing/knobs.py: drawing (EC2, EC7) ---
+    Mutant("wino-max-batch-ignored", STRATEGIES,
+           "prompts(model, min(max_batch, target.max_batch or max_batch), padding,",
+           "prompts(model, max_batch, padding,",
+           "the target's row limit is ignored: WINO cases get several (padded) rows, which the official function "
+           "does not take",
+           "spec/exactness.md EC2", (WINO_CHECK, CHECK)),
+    Mutant("threshold-back-not-a-knob", KNOBS,
+           '    if name == "threshold_back":\n        return [v for v in BACK_THRESHOLDS if v != value]\n',
+           "",
+           "threshold_back has no alternatives: it is never exercised, so a candidate that ignores it passes",
+           "spec/exactness.md EC7", (KNOB_TESTS, WINO_CHECK)),
+    Mutant("block-lengths-exclude-one-block", KNOBS,
+           "blocks = [b for b in range(1, gen + 1) if gen % b == 0 and b != block]",
+           "blocks = [b for b in range(1, gen) if gen % b == 0 and b != block]",
+           "the gen length itself (one block) is never an alternative block length (off by one)",
+           "spec/exactness.md EC7", (KNOB_TESTS,)),
+    # --- testing/exact.py: the guards (EC1, WN10) ---
+    Mutant("comparable-symmetric-events", EXACT,
+           "(ours.events is None or theirs.events is not None)",
+           "((ours.events is None) == (theirs.events is None))",
+           "a candidate whose calls give events (full forwards of one shape) is not compared with a target "
+           "without events: its commit order goes unchecked",
+           "spec/exactness.md EC1", (CHECK, WINO_CHECK)),
+    Mutant("tie-without-numeric-error", EXACT,
+           "tie = divergence.tie and numeric_error > 0",
+           "tie = divergence.tie",
+           "a divergence at margin 0 is excused with numeric_error 0: exact ties (and WINO's at-confidence "
+           "thresholds) excuse any choice",
+           "spec/exactness.md EC1", (CHECK, WINO_CHECK)),
+    Mutant("events-before-keeps-the-step", EXACT,
+           "if event.step >= step:",
+           "if event.step > step:",
+           "the diagnosed canvas already holds the divergent step's events (the canvas after it, not before)",
+           "spec/wino.md WN10", (WINO_CHECK,)),
+]
