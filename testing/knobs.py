@@ -21,6 +21,8 @@ SEARCHED = 12  # drawn cases tried per knob before it counts as not exercised
 THRESHOLDS = (None, 0.9, 0.5, 0.2, 0.05)
 FACTORS = (None, 1.0, 0.5, 2.0, 4.0)
 BACK_THRESHOLDS = (0.9, 0.5, 0.99, 0.2)  # WINO's threshold_back
+EDITING = {"editing_threshold": (0.9, 0.5, 0.2), "max_post_steps": (16, 0, 1), "num_to_transfer": (1, 2),
+           "eos_early_stop": (False, True)}  # the editing sampler's knobs
 COST = ("model_calls", "full_forwards", "query_positions")
 
 
@@ -48,6 +50,8 @@ def alternatives(name: str, settings: dict) -> list:
         return [v for v in THRESHOLDS if v != value]
     if name == "threshold_back":
         return [v for v in BACK_THRESHOLDS if v != value]
+    if name in EDITING:
+        return [v for v in EDITING[name] if v != value]
     if name == "factor":
         return [v for v in FACTORS if v != value] if settings.get("threshold") is None else []
     if name == "steps" and "block_length" in settings:  # LLaDA, Fast-dLLM: a multiple of the blocks
@@ -66,7 +70,7 @@ def alternatives(name: str, settings: dict) -> list:
     return []
 
 
-KNOBS = ("threshold", "threshold_back", "factor", "steps", "temperature", "remasking", "cfg_scale", "alg")
+KNOBS = ("threshold", "threshold_back", *EDITING, "factor", "steps", "temperature", "remasking", "cfg_scale", "alg")
 
 
 def block_lengths(settings: dict) -> list[dict]:

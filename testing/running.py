@@ -19,8 +19,10 @@ from .candidates import CandidateError, Fit, call_candidate
 from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
 from .hooks import live_hooks
 from .targets import Target
+from .editing_cases import resolve_editing_case
 from .wino_cases import resolve_wino_case
 
+FAMILY_RESOLVERS = {"wino": resolve_wino_case, "editing": resolve_editing_case}  # their own at_confidence rules
 CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
 
 
@@ -75,10 +77,10 @@ def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | N
     """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
     max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
     before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
-    fewer); WINO's cases (``goal.family == "wino"``) as ``wino_cases.resolve_wino_case`` says. ``prompt``
+    fewer); WINO's and the editing sampler's cases as ``wino_cases`` / ``editing_cases`` say. ``prompt``
     [B, P] and ``mask`` are the case's, as tensors."""
-    if goal is not None and goal.family == "wino":
-        return resolve_wino_case(case, model, prompt, mask)
+    if goal is not None and goal.family in FAMILY_RESOLVERS:
+        return FAMILY_RESOLVERS[goal.family](case, model, prompt, mask)
     settings = case["settings"]
     threshold = settings.get("threshold")
     if not isinstance(threshold, dict):

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from veridec.proofs_checks.strategies import clusters, decode_states, exact_joints, float_joints
 
 from .hooks import LOGITS_HOOK, TOKENS_HOOK
+from .editing_cases import editing_settings
 from .wino_cases import wino_settings
 
 __all__ = ["block_settings", "cases", "clusters", "decode_states", "dream_settings", "exact_joints",
@@ -117,11 +118,13 @@ def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, paddin
     ``sampled``: temperatures > 0 only (tier S)."""
     family = target.family
     prompt, mask = draw(prompts(model, min(max_batch, target.max_batch or max_batch), padding,
-                                infill=family != "dream"))
+                                infill=family in ("block", "wino")))
     if family == "dream":
         settings = draw(dream_settings(names, ordinary_tokens(model), sampled))
     elif family == "wino":
         settings = draw(wino_settings(names, sampled))
+    elif family == "editing":
+        settings = draw(editing_settings(names, sampled))
     else:
         settings = draw(block_settings(names, defaults, sampled))
     if fixed is not None:

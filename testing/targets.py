@@ -1,7 +1,8 @@
 """What a candidate is held against: a veridec decoder of the same rule and cache policy, exact to the
 official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ1.8, SQ2.6).
 
-``wino`` is WINO's ``decoding_wino`` (spec/wino.md; one row, no padding, its trace holds events).
+``wino`` is WINO's ``decoding_wino`` (spec/wino.md), ``editing`` LLaDA2.1's block sampler with token edits
+(spec/editing.md): one row, no padding, their traces hold events.
 ``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
 factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
 speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
@@ -18,11 +19,13 @@ from veridec.events import event_trace
 from veridec.optimized import fastdllm as fast
 from veridec.optimized.parallel import CACHES
 from veridec.trace import Decoded
-from veridec.reference import dream, llada, wino
+from veridec.reference import dream, editing, llada, wino
 from veridec.reference import fastdllm as fastdllm_reference
 
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
 FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
+EDITING_SETTINGS = ("max_new_tokens", "block_size", "temperature", "top_p", "top_k", "threshold", "editing_threshold",
+                    "max_post_steps", "num_to_transfer", "eos_early_stop")
 WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
                   "generation_tokens_hook_func", "generation_logits_hook_func")
@@ -42,7 +45,7 @@ class Target:
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
-    family: str = "block"  # how its cases are drawn and resolved: "block", "dream" or "wino"
+    family: str = "block"  # how its cases are drawn and resolved: "block", "dream", "wino" or "editing"
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
@@ -56,6 +59,15 @@ def _wino(model, prompt, attention_mask, ties, **settings):
     decoded = wino.generate(model, prompt, ties=ties, **settings)
     params = {**settings, "mask_id": model.special.mask_id}
     return Decoded(decoded.canvas, event_trace(decoded, "wino", params, prompt.shape[1]))
+
+
+def _editing(model, prompt, attention_mask, ties, **settings):
+    """The editing sampler's reference (spec/editing.md) as a Decoded whose trace holds its events."""
+    if attention_mask is not None:
+        raise ValueError("attention_mask: the editing sampler takes no padding (spec ED1: one row)")
+    decoded = editing.generate(model, prompt, ties=ties, **settings)
+    params = {**settings, "mask_id": model.special.mask_id}
+    return Decoded(decoded.canvas, event_trace(decoded, "editing", params, prompt.shape[1]))
 
 
 def _veridec(decoder, **fixed):
@@ -96,6 +108,8 @@ TARGETS = {
                               call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),
     ("wino", "none"): Target("wino", "llada", _wino, WINO_SETTINGS, call="veridec.reference.wino.generate",
                              max_batch=1, family="wino"),
+    ("editing", "none"): Target("editing", "llada", _editing, EDITING_SETTINGS, length_name="max_new_tokens",
+                                call="veridec.reference.editing.generate", max_batch=1, family="editing"),
 }
 AGAINST = sorted({name for name, _ in TARGETS})
 

@@ -150,3 +150,31 @@ def test_llada_convention_serves_winos_call_with_the_official_layout(model):
 def test_bad_explicit_calls_are_refused_by_name(model, mask, positions, message):
     with pytest.raises(ValueError, match=message):
         LLaDAConvention(model)(torch.zeros(1, 4, dtype=torch.long), attention_mask=mask, position_ids=positions)
+
+
+def test_a_decode_that_runs_past_the_references_steps_is_never_a_tie():
+    """Past the reference's last step there is no decision margin to excuse a difference with, whatever the
+    numeric error."""
+    a, b = _two_traces(margin_a=1.0, margin_b=math.nan)
+    b.events = list(a.events) + [Event("edit", 1, 0, 2, 12, 40, math.nan)]  # b goes on editing at step 1
+    b.steps = b.steps + [StepRecord(-1, [[]], [[]], [[]], [[]], [math.nan])]
+    found = compare_traces(a, b, numeric_error=0.5).first_divergence
+    assert (found.step, found.kind, found.position) == (1, "edit", 2) and not found.tie
+
+
+def test_a_mask_that_is_neither_zero_one_nor_additive_is_refused(model):
+    mixed = torch.ones(1, 1, 4, 4)
+    mixed[0, 0, 0, 1] = 0.5  # 0.5 among ones: not a 0/1 mask, not an additive one
+    with pytest.raises(ValueError, match="booleans or 0/1"):
+        LLaDAConvention(model)(torch.zeros(1, 4, dtype=torch.long), attention_mask=mixed)
+
+
+def test_the_diagnosed_canvas_is_the_one_before_the_divergent_step():
+    from veridec.testing.exact import _events_before
+
+    trace = Trace("t", {}, 1, 1, events=[Event("commit", 0, 0, 1, MASK, 5, 0.9), Event("commit", 1, 0, 2, MASK, 6, 0.8),
+                                         Event("revoke", 2, 0, 1, 5, MASK, 0.1)])
+    final = torch.tensor([[3, MASK, 6]])
+    assert _events_before(final, trace, 1, MASK).tolist() == [[3, 5, MASK]]
+    assert _events_before(final, trace, 0, MASK).tolist() == [[3, MASK, MASK]]
+    assert _events_before(final, trace, 3, MASK).tolist() == final.tolist()

@@ -42,9 +42,12 @@ def test_generated_lines_stop_at_eos_and_drop_a_cut_line():
 def test_experiment_parallel_reports_steps_and_quality(tmp_path):
     from veridec.harness.experiments import parallel as experiment_parallel
 
-    report = experiment_parallel.run(tmp_path, quick=True, presets=["sequential", "fastdllm", "localleap"])
+    report = experiment_parallel.run(tmp_path, quick=True, presets=["sequential", "fastdllm", "localleap", "wino"])
     rows = {(r["model"], r["decoder"], r["variant"]): r for r in report["rows"]}
-    assert len(rows) == 2 * 3 * 2
+    assert len(rows) == 2 * 4 * 2
+    wino = rows["hmm", "wino", "reference"]  # WINO beside Fast-dLLM and LocalLeap on the HMM world: exact NLL
+    assert 1 <= wino["steps_per_prompt"] < report["gen_length"] and wino["quality"] > 0
+    assert wino["tokens_per_step"] == round(report["gen_length"] / wino["steps_per_prompt"], 3)
     assert rows["hmm", "sequential", "reference"]["steps_per_prompt"] == report["gen_length"]
     assert rows["default", "sequential", "reference"]["tokens_per_step"] == 1
     assert all(0 <= r["quality"] <= 1 for r in report["rows"] if r["quality_metric"] == "validity")

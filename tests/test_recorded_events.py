@@ -85,10 +85,37 @@ def test_calls_that_do_not_show_the_canvas_are_refused(model):
     with pytest.raises(ValueError, match="no model call"):
         proxy.events(torch.tensor([[5, MASK]]))
     Scripted([{}])(proxy, torch.tensor([[5, MASK, MASK]]))
-    with pytest.raises(ValueError, match="the final canvas has 4 positions"):
-        proxy.events(torch.tensor([[5, MASK, MASK, MASK]]))
-    with pytest.raises(ValueError, match=r"one shape \[2, 3\]"):
+    with pytest.raises(ValueError, match=r"full forwards over the batch of the final canvas \(2 rows\)"):
         proxy.events(torch.tensor([[5, MASK, MASK], [5, MASK, MASK]]))
-    Scripted([{}])(proxy, torch.tensor([[5, MASK]]))
-    with pytest.raises(ValueError, match="several widths"):
-        proxy.events(torch.tensor([[5, MASK]]))
+
+
+class Windowed:
+    """The editing sampler's calls: each step sees the canvas up to its block's end (a growing prefix)."""
+
+    def __init__(self, script):
+        self.script = script  # per step: (window end, {position: token})
+
+    def __call__(self, model, canvas):
+        canvas = canvas.clone()
+        for end, writes in self.script:
+            model(canvas[:, :end])
+            for position, token in writes.items():
+                canvas[0, position] = token
+        return canvas
+
+
+def test_a_growing_window_shows_its_new_positions_as_masks(model):
+    """Calls over a canvas prefix that grows block by block: positions a call does not show count as masked, so
+    a commit is placed at the step whose call preceded it, and the final canvas' tail (never shown) as well."""
+    proxy = RecordingModel(model)
+    canvas = torch.tensor([[5, MASK, MASK, MASK, MASK]])
+    final = Windowed([(3, {1: 8, 2: 9}), (3, {2: 6}), (5, {3: 7, 1: MASK}), (5, {4: 2})])(proxy, canvas)
+    assert keys(proxy.events(final)) == [("commit", 0, 0, 1, MASK, 8), ("commit", 0, 0, 2, MASK, 9),
+                                         ("edit", 1, 0, 2, 9, 6), ("revoke", 2, 0, 1, 8, MASK),
+                                         ("commit", 2, 0, 3, MASK, 7), ("commit", 3, 0, 4, MASK, 2)]
+    trace = proxy.trace(final, prompt_length=1, mask_id=MASK)
+    assert (trace.counters.revocations, trace.counters.edits) == (1, 1)
+    assert keys(trace.events) == keys(proxy.events(final))
+    shorter = RecordingModel(model)  # a decode that stops before its last block: the tail stays masked
+    stopped = Windowed([(3, {1: 8, 2: 9})])(shorter, canvas)
+    assert keys(shorter.events(stopped)) == [("commit", 0, 0, 1, MASK, 8), ("commit", 0, 0, 2, MASK, 9)]

@@ -295,8 +295,8 @@ MUTANTS = [
         "spec/stochastic.md ST2", STOCHASTIC + CHECK),
     Mutant(
         "prompt-masks-drawn-for-dream-only", "testing/strategies.py",
-        'infill=family != "dream"))',
-        'infill=family == "dream"))',
+        'infill=family in ("block", "wino")))',
+        'infill=family in ("dream", "wino")))',
         "prompt masks are drawn for Dream cases instead of LLaDA / Fast-dLLM cases",
         "spec/exactness.md EC2", CHECK),
     Mutant(

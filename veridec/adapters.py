@@ -3,7 +3,7 @@ LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded 
 (spec/models.md M7).
 
     LLaDAConvention(model)(x, attention_mask=None).logits        # LLaDA generate.py, Fast-dLLM's no-cache loop
-    LLaDAConvention(model)(x, attention_mask=sees, position_ids=p)  # WINO's layout: [B, 1, L, L] bool, [L]
+    LLaDAConvention(model)(x, attention_mask=sees, position_ids=p)  # WINO's: [B, 1, L, L] bool; LLaDA2's additive
     FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
     DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
 
@@ -77,9 +77,10 @@ class LLaDAConvention(_Convention):
         return ConventionOutput(self.model(x, attention_mask=mask).logits)
 
     def _explicit(self, x, attention_mask, position_ids):
-        """The call of WINO's LLaDA modelling (Feng-Hong/WINO-DLLM ``LLaDA/modeling_llada.py``): an attention
-        mask [B or 1, 1, L, L] of booleans or 0/1 (True: the query row attends to the key column) and RoPE
-        positions [L] or [B, L] (default 0 .. L-1), served by ``raw_forward``."""
+        """The call of WINO's LLaDA modelling (Feng-Hong/WINO-DLLM ``LLaDA/modeling_llada.py``) and of LLaDA2's
+        samplers: an attention mask [B or 1, 1, L, L] of booleans or 0/1 (True: the query row attends to the key
+        column) or additive (0 attends, -inf not) and RoPE positions [L] or [B, L] (default 0 .. L-1), served by
+        ``raw_forward``."""
         batch, length = x.shape
         if not hasattr(self.model, "raw_forward") or getattr(self.model, "logit_shift", None) != 0:
             raise ValueError("attention_mask [B, 1, L, L] / position_ids need a LLaDA-layout transformer "
@@ -90,15 +91,20 @@ class LLaDAConvention(_Convention):
 
 
 def _additive(attention_mask: torch.Tensor, batch: int, length: int) -> torch.Tensor:
-    """A [B or 1, 1, L, L] boolean or 0/1 mask -> the additive bias (0 attends, -inf does not), float64."""
+    """A [B or 1, 1, L, L] mask -> the additive bias (0 attends, -inf does not), float64. Booleans or 0/1 with a
+    1 somewhere (WINO's modelling: 1 attends); otherwise an additive mask of 0 and -inf (LLaDA2's: 0 attends)."""
     shape = tuple(attention_mask.shape)
     if attention_mask.dim() != 4 or shape[0] not in (1, batch) or shape[1:] != (1, length, length):
         raise ValueError(f"attention_mask must be [B, L] or [B or 1, 1, L, L] with B = {batch}, L = {length}; got "
                          f"{shape}")
-    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
-        raise ValueError("attention_mask [B, 1, L, L] must hold booleans or 0/1 (True: attend), as the official "
-                         "modelling asserts")
-    sees = attention_mask.bool()
+    zero_one = (attention_mask == 0) | (attention_mask == 1)
+    if attention_mask.dtype == torch.bool or (zero_one.all() and (attention_mask == 1).any()):
+        sees = attention_mask.bool()
+    elif ((attention_mask == 0) | (attention_mask == -math.inf)).all():
+        sees = attention_mask == 0
+    else:
+        raise ValueError("attention_mask [B, 1, L, L] must hold booleans or 0/1 (1: attends, as WINO's modelling "
+                         "asserts) or be additive, 0 and -inf (0: attends, as LLaDA2's)")
     return torch.zeros(shape, dtype=torch.float64, device=sees.device).masked_fill(~sees, -math.inf)
 
 

@@ -7,9 +7,11 @@ strongest one left masked) is at most the error (a logit error of d moves a prob
 so using d for confidences is conservative).
 
 Traces with events (decoders whose commits are not final, spec/wino.md WN5) are compared by their events: the
-same set of (kind, position, old, new) at every step; the first step that differs is the divergence, at its
-lowest differing position, a tie when that step's decision margin (the step record's selection gap) is at
-most the error. An event that changes no token (a commit of the mask token itself) is not compared.
+same set of (kind, position, old, new) at every step (a step without events, or past a trace's end, is the
+empty set: extra forwards that change nothing are the counters' to catch); the first step that differs is the
+divergence, at its lowest differing position, a tie when that step's decision margin (the step record's
+selection gap; none past a trace's records) is at most the error. An event that changes no token (a commit of
+the mask token itself) is not compared.
 """
 
 from __future__ import annotations
@@ -93,11 +95,8 @@ def _compare_events(a: Trace, b: Trace, canvas_a, canvas_b, numeric_error: float
     divergences = []
     for row in range(a.batch_size):
         steps_a, steps_b = _event_steps(a.events, row), _event_steps(b.events, row)
-        for step, (ea, eb) in enumerate(zip_longest(steps_a, steps_b)):
-            if ea is None or eb is None:
-                divergences.append(_event_divergence(step, row, ea or {}, eb or {}, math.inf, numeric_error))
-                break
-            if set(ea) != set(eb):
+        for step, (ea, eb) in enumerate(zip_longest(steps_a, steps_b, fillvalue={})):
+            if set(ea) != set(eb):  # a step without events on one side (or past its end) is an empty set
                 margin = _observed_min(_decision_margin(a, step, row), _decision_margin(b, step, row))
                 divergences.append(_event_divergence(step, row, ea, eb, margin, numeric_error))
                 break

@@ -14,7 +14,8 @@ at the positions it is fed, which holds the decoders' windows (the block, or eve
 read-only calls (``write=False``) and full calls over another batch show hypothetical states (packed or stacked
 drafts), so a decoder that makes them is measured by its counters only.
 
-``proxy.events(canvas)`` gives a decoder whose calls are all full forwards (WINO, spec/wino.md WN5) as events:
+``proxy.events(canvas)`` gives a decoder whose calls are all full forwards of a canvas prefix (WINO, the
+editing sampler; spec/wino.md WN5) as events:
 commits, revocations (back to the mask) and edits (a token replaced), each at the step of the call it followed.
 
 ``RecordingModel(model, keep_logits=True)`` keeps each cached call's logits, and ``logit_errors(canvas, ...)``
@@ -112,9 +113,9 @@ class RecordingModel:
         such as a prompt mask decided by a block's full refresh, is placed at that refresh, not at the next call
         that happens to show it). Positions are in increasing order within a step (the calls do not show the
         order inside a step). The counters count the revocations (a shown token back to the mask) and edits (a
-        shown token replaced) the calls show; when every call is a full forward of one shape, ``events`` holds
-        them all (``events()``), else None. Raises ValueError for a decoder whose
-        calls show hypothetical states (another batch size, read-only drafts)."""
+        shown token replaced) the calls show; when every call is a full forward (of a canvas prefix),
+        ``events`` holds them all (``events()``), else None. Positions no call shows count as masked. Raises
+        ValueError for a decoder whose calls show hypothetical states (another batch size, read-only drafts)."""
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         final = canvas.detach().cpu()
         batch, length = final.shape
@@ -124,10 +125,8 @@ class RecordingModel:
             raise ValueError("this decoder's calls show drafts or stacked states, not its canvas: use counters()")
         trace = Trace("recorded", {"mask_id": mask_id}, prompt_length, batch)
         trace.counters = self.counters()
-        seen = self.calls[0].tokens.clone()  # [B, W] the canvas as the calls show it (W >= L: WINO's is wider)
-        width = seen.shape[1]
-        if length > width:
-            raise ValueError(f"the final canvas has {length} positions, the decoder's first call {width}")
+        width = max(length, *(int(c.positions.max()) + 1 for c in self.calls if c.positions.numel()))
+        seen = _shown(self.calls[0].tokens, width, mask_id)  # [B, W] the canvas as the calls show it
         last_masked = torch.zeros(batch, width, dtype=torch.long, device="cpu")  # [B, W] last call showing it masked
         step_of = torch.full((batch, width), -1, dtype=torch.long, device="cpu")  # [B, W] a commit's step
         token_of = seen.clone()  # [B, W] the token a commit first showed (a later overwrite is no commit)
@@ -145,37 +144,32 @@ class RecordingModel:
             last_masked[shown_masked] = index
             seen = now
         trace.steps = [_commits(step_of == step, token_of) for step in range(len(self.calls))]
-        trace.events = self.events(final, mask_id) if self._full_calls_of_one_shape(final) else None
+        trace.events = self.events(final, mask_id) if self._full_calls_of_one_batch(batch) else None
         return trace
 
-    def _full_calls_of_one_shape(self, final: torch.Tensor) -> bool:
-        """Whether ``events`` can place every change the calls show (final [B, L] no wider than the calls)."""
-        width = self.calls[0].tokens.shape[1]
-        shape = (final.shape[0], width)
-        return final.shape[1] <= width and all(c.kind == "full" and tuple(c.tokens.shape) == shape
-                                               for c in self.calls)
+    def _full_calls_of_one_batch(self, batch: int) -> bool:
+        """Whether ``events`` can place every change the calls show: each call shows a whole canvas prefix."""
+        return all(c.kind == "full" and c.tokens.shape[0] == batch for c in self.calls)
 
     def events(self, canvas: torch.Tensor, mask_id: int | None = None) -> list[Event]:
         """Every commit, revocation and edit the calls show (spec/wino.md WN5), for a decoder whose every call is a
-        full forward of one width W (WINO's canvas and verification block): event step k is a change between the
-        canvas call k saw and the one call k + 1 sees (the final ``canvas`` [B, L], L <= W, after the last call,
-        compared on its L positions). A position that goes back to the mask is a revocation, one whose token is
-        replaced an edit; confidences are not observed (NaN). Raises ValueError for cached calls, calls over
-        another batch or of another width (their diffs would not place an event at its step)."""
+        full forward of a canvas prefix (WINO's canvas and verification block; the editing sampler's window up to
+        its block): event step k is a change between the canvas call k saw and the one call k + 1 sees (the final
+        ``canvas`` [B, L] after the last call), on the later state's positions, a position the earlier state did
+        not show counting as the mask. A position that goes back to the mask is a revocation, one whose token is
+        replaced an edit; confidences are not observed (NaN). Raises ValueError for cached calls or calls over
+        another batch (their diffs would not place an event at its step)."""
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         final = canvas.detach().cpu()
         if not self.calls:
             raise ValueError("the decoder made no model call: no events to reconstruct")
-        width = self.calls[0].tokens.shape[1]
-        if final.shape[1] > width:
-            raise ValueError(f"the final canvas has {final.shape[1]} positions, the calls {width}")
-        if not self._full_calls_of_one_shape(final):
-            raise ValueError(f"events need full forwards of one shape [{final.shape[0]}, {width}] (the batch of "
-                             "the final canvas): this decoder's calls are cached, stacked or of several widths")
-        states = [call.tokens for call in self.calls]
-        pairs = list(zip(states, states[1:])) + [(states[-1][:, : final.shape[1]], final)]
+        if not self._full_calls_of_one_batch(final.shape[0]):
+            raise ValueError(f"events need full forwards over the batch of the final canvas ({final.shape[0]} "
+                             "rows): this decoder's calls are cached or stacked")
+        states = [call.tokens for call in self.calls] + [final]
         found = []
-        for step, (before, after) in enumerate(pairs):
+        for step, (before, after) in enumerate(zip(states, states[1:])):
+            before = _shown(before, after.shape[1], mask_id)  # [B, W'] on the later state's positions
             for row, position in (before != after).nonzero().tolist():
                 old, new = int(before[row, position]), int(after[row, position])
                 kind = "commit" if old == mask_id else "revoke" if new == mask_id else "edit"
@@ -206,6 +200,14 @@ class RecordingModel:
             finite = torch.isfinite(want) & torch.isfinite(got)
             errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
         return errors[::-1]
+
+
+def _shown(tokens: torch.Tensor, width: int, mask_id: int) -> torch.Tensor:
+    """A call's tokens [B, W] on ``width`` positions: cut, or extended with the mask token (not shown: masked)."""
+    if tokens.shape[1] >= width:
+        return tokens[:, :width]
+    pad = torch.full((tokens.shape[0], width - tokens.shape[1]), mask_id, dtype=tokens.dtype, device="cpu")
+    return torch.cat([tokens, pad], dim=1)
 
 
 def _commits(chosen: torch.Tensor, tokens_of: torch.Tensor) -> StepRecord:
