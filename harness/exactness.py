@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from veridec.canvas import initial_canvas
 from veridec.compare import compare_traces
+from veridec.decoding import has_llada_layout
 from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.numerics import tolerance
@@ -32,7 +33,7 @@ from .checks.registry import VerifyResult
 from .distributed import Group
 from .records import Records, weights_sha256
 from .units import open_records
-from .wino_rows import WINO_VARIANTS, takes_wino, wino_row
+from .wino_rows import WINO_VARIANTS, wino_row
 from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
@@ -124,7 +125,7 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                 progress()
     rows += speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit,
                              progress, mine)
-    if WINO in decoders and mine(WINO) and takes_wino(model):
+    if WINO in decoders and mine(WINO) and has_llada_layout(model):  # WN1: else no WINO rows
         rows += _wino_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit, progress)
     return rows
 

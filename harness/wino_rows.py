@@ -24,11 +24,6 @@ from .workloads import hmm_nll, single_prompts
 WINO_VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A"}  # spec WN8: the prefix cache is not exact
 
 
-def takes_wino(model) -> bool:
-    """WN1: a LLaDA-layout transformer with ``raw_forward`` (else the table has no WINO rows for it)."""
-    return hasattr(model, "raw_forward") and getattr(model, "logit_shift", None) == 0
-
-
 class LoggedLogits:
     """``model`` whose every ``raw_forward`` keeps (positions computed [Q], logits [Q, V]) of row 0 on the host."""
 
@@ -43,7 +38,7 @@ class LoggedLogits:
     def raw_forward(self, tokens, rope_pos, **options):
         out = self.model.raw_forward(tokens, rope_pos, **options)
         slots = options.get("slots")
-        where = torch.arange(tokens.shape[1]) if slots is None else slots[0].cpu()  # [Q]
+        where = torch.arange(tokens.shape[1], device="cpu") if slots is None else slots[0].cpu()  # [Q]
         self.calls.append((where, out.logits[0].detach().float().cpu()))
         return out
 

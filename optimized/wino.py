@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from veridec.decoding import check_logits
+from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
 from veridec.rules.common import check_choice
-from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt, check_wino_model,
+from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
                                 forward_layout, wino_step)
 from veridec.trace import Counters, Trace
 
@@ -32,7 +32,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
     """Decode ``prompt`` [R, P]: every row as the reference decodes it, in one forward per step for all rows."""
     params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
     check_choice("cache", cache, CACHES)
-    check_wino_model(model)
+    check_llada_layout(model)
     check_prompt(prompt)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     rows, prompt_len = prompt.shape

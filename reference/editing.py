@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from veridec.decoding import DecodeStalled, check_logits
+from veridec.decoding import DecodeStalled, check_llada_layout, check_logits
 from veridec.events import Event, EventDecoded
 from veridec.rules.editing import EditParams, block_causal_bias, edit_step
-from veridec.rules.wino import check_prompt, check_wino_model
+from veridec.rules.wino import check_prompt
 from veridec.trace import Counters, Trace
 
 
@@ -28,7 +28,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     """Decode one row ``prompt`` [1, P] (ED1); ``max_forwards`` per block (ED6, default 4 b + max_post_steps)."""
     params = EditParams(max_new_tokens, block_size, temperature, top_p, top_k, threshold, editing_threshold,
                         max_post_steps, num_to_transfer, eos_early_stop, ties)
-    check_wino_model(model, "the editing sampler")
+    check_llada_layout(model, "the editing sampler")
     check_prompt(prompt)
     if prompt.shape[0] != 1:
         raise ValueError(f"prompt must be one row (the official sampler decodes rows apart), got {prompt.shape[0]}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from veridec.decoding import check_logits
+from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
-from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt, check_wino_model,
+from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
                                 forward_layout, wino_step)
 from veridec.trace import Counters, Trace
 
@@ -25,7 +25,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
              ties: str = "lowest", generator: torch.Generator | None = None) -> EventDecoded:
     """Decode each row of ``prompt`` [R, P] as the official function decodes it alone (WN1)."""
     params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
-    check_wino_model(model)
+    check_llada_layout(model)
     check_prompt(prompt)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     counters, events, canvases, forwards, margins = Counters(), [], [], [], []

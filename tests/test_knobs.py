@@ -56,3 +56,12 @@ def test_each_variant_keeps_the_case_valid():
     assert alternatives("factor", settings) == []  # a threshold rules: factor is not read
     assert alternatives("remasking", settings) == ["random"]
     assert alternatives("steps", {"max_new_tokens": 2, "steps": 1}) == [2, 3, 4]  # Dream: any count
+
+
+def test_winos_block_length_knob_offers_every_other_divisor():
+    """Without a schedule (no ``steps``), every other divisor of the gen length is an alternative, one block
+    included."""
+    from veridec.testing.knobs import block_lengths
+
+    settings = {"gen_length": 4, "block_length": 2, "threshold": 0.6}
+    assert block_lengths(settings) == [{**settings, "block_length": 1}, {**settings, "block_length": 4}]

@@ -87,12 +87,3 @@ def test_a_cached_candidate_is_compared_by_tokens_and_counters():
     result = check_decoder(prefix_cached, **WINO, max_examples=20, knobs=False)
     assert not result.passed and "counters differ" in result.markdown()
     assert torch.is_tensor(result.failure.target.canvas)
-
-
-def test_winos_block_length_knob_offers_every_other_divisor():
-    """Without a schedule (no ``steps``), every other divisor of the gen length is an alternative, one block
-    included."""
-    from veridec.testing.knobs import block_lengths
-
-    settings = {"gen_length": 4, "block_length": 2, "threshold": 0.6}
-    assert block_lengths(settings) == [{**settings, "block_length": 1}, {**settings, "block_length": 4}]

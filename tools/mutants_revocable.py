@@ -1,15 +1,17 @@
-"""A mutation catalogue for revocable commits: checking a WINO decoder by its events (spec/wino.md WN5, WN10;
-spec/sequential.md SQ0.5; spec/exactness.md EC1, EC2, EC7).
+"""A mutation catalogue for revocable commits: checking a WINO decoder or the editing sampler by its events
+(spec/wino.md WN5, WN10; spec/editing.md ED4, ED5, ED7; spec/sequential.md SQ0.5; spec/exactness.md EC1, EC2, EC7).
 
 It covers the event comparison of ``veridec.compare.compare_traces`` (``_compare_events``, ``_event_steps``,
 ``_decision_margin``, ``_event_divergence``, ``_observed_min``), ``veridec.events.event_trace``, the recording
-proxy's event reconstruction (``RecordingModel.trace`` / ``events`` / ``_full_calls_of_one_shape``, the wider
+proxy's event reconstruction (``RecordingModel.trace`` / ``events`` / ``_full_calls_of_one_batch``, the wider
 calls of WINO's verification block), the LLaDA adapter's explicit WINO call (``_additive``, ``_positions``),
 ``Trace.from_dict``, the WINO case resolution (``testing.wino_cases``), the strategy dispatch and the knob
 alternatives for ``threshold_back`` / ``block_length`` (``testing.strategies``, ``testing.knobs``), and the guards
-of ``testing.exact`` (``_comparable``, ``_events_before``, the tie rule of ``_compare``). Each mutant is a one- or
-two-line mistake placed where a wrong line would most likely change a verdict silently (a candidate compared by
-tokens only, a broken variant excused as a tie, an equality case never drawn).
+of ``testing.exact`` (``_comparable``, ``_events_before``, the tie rule of ``_compare``); for the editing
+sampler, its case resolution (``testing.editing_cases``), its target, knobs and strategy, the adapter's additive
+mask and the recording's growing window (``_shown``). Each mutant is a one- or two-line mistake placed where a
+wrong line would most likely change a verdict silently (a candidate compared by tokens only, a broken variant
+excused as a tie, an equality case never drawn).
 
 Written from the spec and the production code alone: nothing under tests/ and no other catalogue
 (tools/mutants.py beyond ``Mutant``, tools/mutants_independent.py, tools/mutants_checker.py) was read.
@@ -30,6 +32,8 @@ WINO_CASES = "testing/wino_cases.py"
 EXACT = "testing/exact.py"
 KNOBS = "testing/knobs.py"
 STRATEGIES = "testing/strategies.py"
+EDITING_CASES = "testing/editing_cases.py"
+TARGETS = "testing/targets.py"
 
 EVENT_TRACES = "tests/test_event_traces.py"
 WINO_CHECK = "tests/test_wino_check.py"
@@ -39,6 +43,8 @@ RECORDING_TESTS = "tests/test_recording.py"
 WINO_TESTS = "tests/test_wino.py"
 CHECK = "tests/test_check.py"
 KNOB_TESTS = "tests/test_knobs.py"
+EDITING_CHECK = "tests/test_editing_check.py"
+EDITING_TESTS = "tests/test_editing.py"
 
 MUTANTS = [
     # --- veridec/compare.py: the event comparison (WN10, SQ0.5) ---
@@ -98,7 +104,7 @@ MUTANTS = [
            'return any(c.kind == "full" and c.tokens.shape[0] == batch for c in self.calls)',
            "one full call of the right shape is enough for events: a decoder with cached calls gets garbage "
            "events or none (its trace is dropped)",
-           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS, CHECK)),
+           "spec/wino.md WN10", (RECORDED_EVENTS, RECORDING_TESTS, CHECK, EVENT_TRACES)),
     Mutant("events-closing-diff-unsliced", RECORDING,
            "before = _shown(before, after.shape[1], mask_id)",
            "before = _shown(before, before.shape[1], mask_id)",
@@ -122,7 +128,7 @@ MUTANTS = [
            "(zero_one.all() and (attention_mask == 1).any())",
            "(zero_one.any() and (attention_mask == 1).any())",
            "a non-boolean mask passes the 0/1 check when any entry is 0 or 1 (0.5 is read as 'attends')",
-           "spec/wino.md WN10", (WINO_CHECK, RECORDED_EVENTS)),
+           "spec/wino.md WN10", (WINO_CHECK, RECORDED_EVENTS, EVENT_TRACES)),
     Mutant("position-ids-ignored", ADAPTERS,
            "return position_ids.to(device).expand(batch, -1)",
            "return torch.arange(length, device=device).expand(batch, -1)",
@@ -187,5 +193,89 @@ MUTANTS = [
            "if event.step >= step:",
            "if event.step > step:",
            "the diagnosed canvas already holds the divergent step's events (the canvas after it, not before)",
-           "spec/wino.md WN10", (WINO_CHECK,)),
+           "spec/wino.md WN10", (WINO_CHECK, EVENT_TRACES)),
+    # --- the editing sampler's check (spec/editing.md ED7) ---
+    Mutant("editing-confidence-first-step", EDITING_CASES,
+           '"edit", 1, rank,',
+           '"edit", 0, rank,',
+           "editing_threshold is read from the first step's edits, which never happen: always the 0.9 fallback, so "
+           "the strict q > editing_threshold never meets equality",
+           "spec/editing.md ED7", (EDITING_CHECK,)),
+    Mutant("editing-confidence-from-smallest", EDITING_CASES,
+           "e.kind == kind), reverse=True)",
+           "e.kind == kind))",
+           "both at-confidence thresholds count rank r from the smallest confidence of their step, not the largest",
+           "spec/editing.md ED7", (EDITING_CHECK,)),
+    Mutant("editing-resolved-with-threshold-override", EDITING_CASES,
+           "EDITING_FALLBACK, editing_threshold=0.0)",
+           "EDITING_FALLBACK, threshold=0.0)",
+           "a copy-paste of the first resolution: the edit confidences are read from a decode at threshold 0 and "
+           "the default editing_threshold 0.9 (only edits above 0.9), not the case's threshold and 0",
+           "spec/editing.md ED7", (EDITING_CHECK,)),
+    Mutant("editing-resolution-without-fallback", EDITING_CASES,
+           "EDITING_FALLBACK, editing_threshold=0.0)",
+           "None, editing_threshold=0.0)",
+           "no 0.9 fallback: a case whose second step edits nothing at editing_threshold 0 raises instead of "
+           "resolving, so such cases are never drawn",
+           "spec/editing.md ED7", (EDITING_CHECK, KNOB_TESTS)),
+    Mutant("editing-resolution-keeps-dict-settings", EDITING_CASES,
+           "if name in DECODE_SETTINGS and not isinstance(value, dict)}",
+           "if name in DECODE_SETTINGS}",
+           "the unresolved {'at_confidence': r} editing_threshold leaks into the decode that resolves threshold: a "
+           "case drawing both at confidences fails to resolve",
+           "spec/editing.md ED7", (EDITING_CHECK,)),
+    Mutant("editing-resolution-unseeded", EDITING_CASES,
+           "    torch.manual_seed(seed)\n",
+           "",
+           "the resolving reference decode does not run under the case's seed: at temperature > 0 its draws are "
+           "not the two sides', so the thresholds read from it miss their confidences",
+           "spec/editing.md ED7", (EDITING_CHECK,)),
+    Mutant("editing-target-drops-padding", TARGETS,
+           '    if attention_mask is not None:\n'
+           '        raise ValueError("attention_mask: the editing sampler takes no padding (spec ED1: one row)")\n',
+           "",
+           "the editing target silently ignores an attention mask instead of refusing it: padded cases are judged "
+           "against a decode that never saw the padding",
+           "spec/editing.md ED7", (EDITING_CHECK, CHECK)),
+    Mutant("editing-target-no-row-limit", TARGETS,
+           'max_batch=1, family="editing")',
+           'family="editing")',
+           "the editing target loses its one-row limit: cases of several (padded) rows are drawn, which the "
+           "sampler refuses (ED1)",
+           "spec/editing.md ED7", (EDITING_CHECK, CHECK)),
+    Mutant("num-to-transfer-not-a-knob", KNOBS,
+           ' "num_to_transfer": (1, 2),',
+           "",
+           "num_to_transfer is no editing knob: it is never exercised, so a candidate that ignores it passes",
+           "spec/editing.md ED7", (KNOB_TESTS, EDITING_CHECK)),
+    Mutant("infill-drawn-for-editing", STRATEGIES,
+           'infill=family in ("block", "wino")',
+           'infill=family != "dream"',
+           "editing cases draw a prompt mask half the time, which ED7's cases exclude (one row without padding or "
+           "prompt masks)",
+           "spec/editing.md ED7", (EDITING_CHECK, CHECK)),
+    Mutant("all-zero-mask-read-as-boolean", ADAPTERS,
+           "(zero_one.all() and (attention_mask == 1).any())",
+           "zero_one.all()",
+           "an additive mask of zeros only (a one-block window: everything attends) is read as booleans, so "
+           "nothing attends in the first block",
+           "spec/editing.md ED7", (EDITING_CHECK, RECORDED_EVENTS)),
+    Mutant("additive-mask-read-as-boolean", ADAPTERS,
+           "sees = attention_mask == 0",
+           "sees = attention_mask.bool()",
+           "the additive branch reuses the boolean reading: 0 is read as 'does not attend' and -inf as 'attends', "
+           "the block-causal mask inverted",
+           "spec/editing.md ED7", (EDITING_CHECK, RECORDED_EVENTS)),
+    Mutant("additive-mask-finfo-min", ADAPTERS,
+           "(attention_mask == -math.inf)",
+           "(attention_mask == torch.finfo(attention_mask.dtype).min)",
+           "Hugging Face's finfo-min convention instead of -inf: the official sampler's 0/-inf bfloat16 mask is "
+           "refused (and a finfo-min one accepted)",
+           "spec/editing.md ED7", (EDITING_CHECK, RECORDED_EVENTS)),
+    Mutant("shown-pads-with-zeros", RECORDING,
+           'pad = torch.full((tokens.shape[0], width - tokens.shape[1]), mask_id, dtype=tokens.dtype, device="cpu")',
+           'pad = torch.zeros((tokens.shape[0], width - tokens.shape[1]), dtype=tokens.dtype, device="cpu")',
+           "positions a shorter call does not show count as token 0, not the mask: each block the editing "
+           "sampler's window grows into (and the tail after an EOS stop) shows spurious revocations of token 0",
+           "spec/editing.md ED7", (RECORDED_EVENTS, EDITING_CHECK, EVENT_TRACES)),
 ]

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import torch
 
+from .decoding import check_llada_layout
 from .models import KVCache
 
 CONVENTIONS = ("llada", "fastdllm", "dream")
@@ -82,9 +83,7 @@ class LLaDAConvention(_Convention):
         column) or additive (0 attends, -inf not) and RoPE positions [L] or [B, L] (default 0 .. L-1), served by
         ``raw_forward``."""
         batch, length = x.shape
-        if not hasattr(self.model, "raw_forward") or getattr(self.model, "logit_shift", None) != 0:
-            raise ValueError("attention_mask [B, 1, L, L] / position_ids need a LLaDA-layout transformer "
-                             f"(raw_forward, logit shift 0); {type(self.model).__name__} is not one")
+        check_llada_layout(self.model, "attention_mask [B, 1, L, L] / position_ids")
         bias = None if attention_mask is None else _additive(attention_mask, batch, length)
         positions = _positions(position_ids, batch, length, x.device)
         return ConventionOutput(self.model.raw_forward(x, positions, attn_bias=bias).logits)

@@ -73,6 +73,19 @@ def _parameters(model):
     return inspect.signature(getattr(model, "forward", model.__call__)).parameters
 
 
+def has_llada_layout(model) -> bool:
+    """A transformer with the LLaDA layout (logit shift 0) whose forward takes RoPE positions and an attention
+    bias (``raw_forward``): what WINO, the editing sampler and their calling convention need."""
+    return hasattr(model, "raw_forward") and getattr(model, "logit_shift", None) == 0
+
+
+def check_llada_layout(model, decoder: str = "WINO") -> None:
+    """spec/wino.md WN1, spec/editing.md ED1: refuse a model without ``has_llada_layout``, naming it."""
+    if not has_llada_layout(model):
+        raise ValueError(f"{decoder} needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
+                         f"{type(model).__name__} is not one")
+
+
 class NonFiniteLogits(ValueError):
     """The logits a decoding step acts on hold NaN or +inf, or a position bans every token (all -inf): a broken
     model, or a guidance that diverged."""

@@ -36,13 +36,6 @@ class WinoParams:
         return self.gen_length // self.block_length
 
 
-def check_wino_model(model, decoder: str = "WINO") -> None:
-    """WN1 (and ED1): a LLaDA-layout transformer whose forward takes RoPE positions and an attention bias."""
-    if not hasattr(model, "raw_forward") or getattr(model, "logit_shift", None) != 0:
-        raise ValueError(f"{decoder} needs a transformer with the LLaDA layout (raw_forward, logit_shift 0); "
-                         f"{type(model).__name__} is not one")
-
-
 def check_block_bound(taken: int, bound: int, row: int, block: int) -> None:
     """WN6: a block that starts with ``bound`` candidates ends within ``bound`` forwards."""
     if taken >= bound:
