@@ -52,22 +52,20 @@ class Target:
         return {name: value for name, value in case["settings"].items() if name in self.settings}
 
 
-def _wino(model, prompt, attention_mask, ties, **settings):
-    """WINO's reference (spec/wino.md) as a Decoded whose trace holds its events."""
-    if attention_mask is not None:
-        raise ValueError("attention_mask: WINO takes no padding (spec WN1: the official function has none)")
-    decoded = wino.generate(model, prompt, ties=ties, **settings)
-    params = {**settings, "mask_id": model.special.mask_id}
-    return Decoded(decoded.canvas, event_trace(decoded, "wino", params, prompt.shape[1]))
+def _with_events(generate, name: str, refusal: str):
+    """A revocable decoder (WINO, the editing sampler) as a target returning a Decoded whose trace holds its
+    events; it takes no padding (``refusal`` says why)."""
+    def decode(model, prompt, attention_mask, ties, **settings):
+        if attention_mask is not None:
+            raise ValueError(f"attention_mask: {refusal}")
+        decoded = generate(model, prompt, ties=ties, **settings)
+        params = {**settings, "mask_id": model.special.mask_id}
+        return Decoded(decoded.canvas, event_trace(decoded, name, params, prompt.shape[1]))
+    return decode
 
 
-def _editing(model, prompt, attention_mask, ties, **settings):
-    """The editing sampler's reference (spec/editing.md) as a Decoded whose trace holds its events."""
-    if attention_mask is not None:
-        raise ValueError("attention_mask: the editing sampler takes no padding (spec ED1: one row)")
-    decoded = editing.generate(model, prompt, ties=ties, **settings)
-    params = {**settings, "mask_id": model.special.mask_id}
-    return Decoded(decoded.canvas, event_trace(decoded, "editing", params, prompt.shape[1]))
+WINO = _with_events(wino.generate, "wino", "WINO takes no padding (spec WN1: the official function has none)")
+EDITING = _with_events(editing.generate, "editing", "the editing sampler takes no padding (spec ED1: one row)")
 
 
 def _veridec(decoder, **fixed):
@@ -106,9 +104,9 @@ TARGETS = {
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
                               call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),
-    ("wino", "none"): Target("wino", "llada", _wino, WINO_SETTINGS, call="veridec.reference.wino.generate",
+    ("wino", "none"): Target("wino", "llada", WINO, WINO_SETTINGS, call="veridec.reference.wino.generate",
                              max_batch=1, family="wino"),
-    ("editing", "none"): Target("editing", "llada", _editing, EDITING_SETTINGS, length_name="max_new_tokens",
+    ("editing", "none"): Target("editing", "llada", EDITING, EDITING_SETTINGS, length_name="max_new_tokens",
                                 call="veridec.reference.editing.generate", max_batch=1, family="editing"),
 }
 AGAINST = sorted({name for name, _ in TARGETS})

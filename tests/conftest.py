@@ -133,3 +133,16 @@ def golden_checkpoints(tmp_path_factory):
     folder = Path(__file__).parent / "golden"
     golden = json.loads((folder / "golden.json").read_text())
     return golden, load_checkpoints(golden, folder, tmp_path_factory.mktemp("golden"))
+
+
+@pytest.fixture(scope="session")
+def wino_llada(tmp_path_factory):
+    """The tiny LLaDA checkpoint WINO's golden data was recorded on (tests/golden/wino.json), loaded once."""
+    import json
+    from pathlib import Path
+
+    from tools.golden.checkpoints import load_checkpoints
+
+    folder = Path(__file__).parent / "golden"
+    golden = json.loads((folder / "wino.json").read_text())
+    return load_checkpoints(golden, folder, tmp_path_factory.mktemp("wino"))["llada"]

@@ -64,3 +64,64 @@ def test_the_additive_mask_is_the_boolean_one():
     got = adapter(x, attention_mask=additive, position_ids=positions).logits
     assert torch.equal(got, adapter(x, attention_mask=sees.bool()[None, None], position_ids=positions).logits)
     assert not torch.equal(got, adapter(x, attention_mask=torch.ones(1, 1, 6, 6, dtype=torch.bool)).logits)
+
+
+@pytest.mark.parametrize("against", ["editing", "wino"])
+def test_the_revocable_targets_refuse_padding(against):
+    """One row, no attention mask (spec ED1, WN1): a padded case is refused by name, never decoded unpadded."""
+    from veridec.testing.targets import target
+
+    model = load_check_model("tiny-llada")
+    prompt, mask = torch.tensor([[98, 5]]), torch.tensor([[0, 1]])
+    length = {"editing": {"max_new_tokens": 2, "block_size": 2}, "wino": {"gen_length": 2, "block_length": 2}}
+    with pytest.raises(ValueError, match="attention_mask: .* takes no padding"):
+        target(against).decode(model, prompt, mask, "lowest", **length[against])
+
+
+def _resolved(settings, prompt=(5, 6), seed=0):
+    from veridec.testing.editing_cases import resolve_editing_case
+
+    model = load_check_model("tiny-llada")
+    case = {"prompt": [list(prompt)], "attention_mask": None, "seed": seed, "settings": settings}
+    return model, resolve_editing_case(case, model, torch.tensor(case["prompt"]), None)["settings"]
+
+
+@pytest.mark.parametrize("rank, temperature", [(1, 0.0), (2, 0.0), (3, 0.0), (2, 0.7)])
+def test_a_threshold_at_the_rth_confidence_transfers_r_masks_first(rank, temperature):
+    """ED7: threshold = the r-th largest first-step confidence (0 = the largest), so the first step transfers
+    exactly the r masks above it (strictly), with num_to_transfer 1 and a block of more than r masks; at T > 0
+    under the case's seed, as the two sides run."""
+    from veridec.reference.editing import generate
+
+    base = {"max_new_tokens": 6, "block_size": 6, "temperature": temperature, "editing_threshold": 0.9}
+    model, settings = _resolved({**base, "threshold": {"at_confidence": rank}}, seed=3)
+    torch.manual_seed(3)
+    first = [e for e in generate(model, torch.tensor([[5, 6]]), **settings).events if e.step == 0]
+    assert len(first) == rank
+
+
+def test_both_thresholds_resolve_together_and_a_second_step_without_edits_falls_back():
+    both = {"max_new_tokens": 6, "block_size": 6, "temperature": 0.0, "threshold": {"at_confidence": 1},
+            "editing_threshold": {"at_confidence": 0}, "max_post_steps": 2}
+    _, settings = _resolved(both)
+    assert all(isinstance(settings[name], float) for name in ("threshold", "editing_threshold"))
+    one_block_step = {**both, "block_size": 1, "max_new_tokens": 2, "max_post_steps": 0}  # step 1: the next block
+    _, settings = _resolved(one_block_step)
+    assert settings["editing_threshold"] == 0.9
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_an_editing_threshold_at_the_rth_confidence_is_met_by_a_second_step_edit(rank):
+    """ED7: editing_threshold = the r-th largest confidence among the second step's edits at editing_threshold 0
+    of the case's own decode (its threshold kept): that decode edits there with exactly that confidence, and at
+    the resolved value the r larger ones remain edits (strictly above it)."""
+    from veridec.reference.editing import generate
+
+    base = {"max_new_tokens": 6, "block_size": 6, "temperature": 0.0, "threshold": 0.2, "max_post_steps": 2}
+    model, settings = _resolved({**base, "editing_threshold": {"at_confidence": rank}})
+    assert settings["editing_threshold"] != 0.9, "the case must edit at its second step"
+    at_zero = generate(model, torch.tensor([[5, 6]]), **{**settings, "editing_threshold": 0.0}).events
+    second = sorted((e.confidence for e in at_zero if e.step == 1 and e.kind == "edit"), reverse=True)
+    assert second[rank] == settings["editing_threshold"]
+    kept = [e for e in generate(model, torch.tensor([[5, 6]]), **settings).events if e.step == 1 and e.kind == "edit"]
+    assert len(kept) == rank

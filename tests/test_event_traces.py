@@ -5,7 +5,6 @@ RoPE positions)."""
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,16 +19,12 @@ from veridec.trace import Counters, Event, StepRecord, Trace
 
 from oracles import wino as oracle
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
 MASK = 97
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    from tools.golden.checkpoints import load_checkpoints
-
-    golden = json.loads((GOLDEN_DIR / "wino.json").read_text())
-    return load_checkpoints(golden, GOLDEN_DIR, tmp_path_factory.mktemp("checkpoints"))["llada"]
+@pytest.fixture
+def model(wino_llada):
+    return wino_llada
 
 
 def decoded(model, prompt=(5, 6), gen=12, block=12, threshold=0.2, threshold_back=0.99):

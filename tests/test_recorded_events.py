@@ -2,9 +2,7 @@
 held against the events WINO's reference decoder reports from its rule, and against hand-written decoders whose
 events are known."""
 
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,16 +10,12 @@ import torch
 from veridec.recording import RecordingModel
 from veridec.reference.wino import generate
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
 MASK = 97
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    from tools.golden.checkpoints import load_checkpoints
-
-    golden = json.loads((GOLDEN_DIR / "wino.json").read_text())
-    return load_checkpoints(golden, GOLDEN_DIR, tmp_path_factory.mktemp("checkpoints"))["llada"]
+@pytest.fixture
+def model(wino_llada):
+    return wino_llada
 
 
 def keys(events):

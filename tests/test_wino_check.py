@@ -87,3 +87,22 @@ def test_a_cached_candidate_is_compared_by_tokens_and_counters():
     result = check_decoder(prefix_cached, **WINO, max_examples=20, knobs=False)
     assert not result.passed and "counters differ" in result.markdown()
     assert torch.is_tensor(result.failure.target.canvas)
+
+
+@pytest.mark.parametrize("prompt", [[5, 6], [1, 2, 3], [7]])
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_a_back_threshold_at_the_rth_verified_confidence_revokes_r_tokens(prompt, rank):
+    """WN10: threshold_back = the r-th smallest verified confidence of block 0's second step, so that step
+    revokes exactly the r tokens strictly below it (it drafts more than one, and r stays under the cap)."""
+    from veridec.reference.wino import generate
+    from veridec.testing import load_check_model
+    from veridec.testing.wino_cases import resolve_wino_case
+
+    model = load_check_model("tiny-llada")
+    settings = {"gen_length": 8, "block_length": 8, "temperature": 0.0, "threshold": 0.2,
+                "threshold_back": {"at_confidence": rank}}
+    case = {"prompt": [prompt], "attention_mask": None, "seed": 0, "settings": settings}
+    resolved = resolve_wino_case(case, model, torch.tensor([prompt]), None)["settings"]
+    events = generate(model, torch.tensor([prompt]), **resolved).events
+    assert sum(e.step == 1 and e.kind == "revoke" for e in events) == rank
+    assert sum(e.step == 1 and e.kind == "commit" for e in events) > 1

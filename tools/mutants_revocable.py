@@ -231,11 +231,11 @@ MUTANTS = [
            "not the two sides', so the thresholds read from it miss their confidences",
            "spec/editing.md ED7", (EDITING_CHECK,)),
     Mutant("editing-target-drops-padding", TARGETS,
-           '    if attention_mask is not None:\n'
-           '        raise ValueError("attention_mask: the editing sampler takes no padding (spec ED1: one row)")\n',
+           '        if attention_mask is not None:\n'
+           '            raise ValueError(f"attention_mask: {refusal}")\n',
            "",
-           "the editing target silently ignores an attention mask instead of refusing it: padded cases are judged "
-           "against a decode that never saw the padding",
+           "the revocable targets (editing, WINO) silently ignore an attention mask instead of refusing it: a padded "
+           "case (--case) is judged against a decode that never saw the padding",
            "spec/editing.md ED7", (EDITING_CHECK, CHECK)),
     Mutant("editing-target-no-row-limit", TARGETS,
            'max_batch=1, family="editing")',
