@@ -173,3 +173,17 @@ def test_the_diagnosed_canvas_is_the_one_before_the_divergent_step():
     assert _events_before(final, trace, 1, MASK).tolist() == [[3, 5, MASK]]
     assert _events_before(final, trace, 0, MASK).tolist() == [[3, MASK, MASK]]
     assert _events_before(final, trace, 3, MASK).tolist() == final.tolist()
+
+
+def test_a_decode_mixing_full_and_cached_calls_has_no_events(model):
+    """Fast-dLLM's prefix cache: one full forward per block, then cached calls that show only the block onwards;
+    one full call is not enough to place events, so the trace has none and ``events`` refuses."""
+    from veridec.optimized.fastdllm import generate_with_prefix_cache
+
+    proxy = RecordingModel(model)
+    out = generate_with_prefix_cache(proxy, torch.tensor([[5, 6]]), steps=4, gen_length=8, block_length=4)
+    kinds = {call.kind for call in proxy.calls}
+    assert kinds == {"full", "cached"}
+    assert proxy.trace(out.canvas, prompt_length=2).events is None
+    with pytest.raises(ValueError, match="cached or stacked"):
+        proxy.events(out.canvas)
