@@ -2,6 +2,8 @@
 written from the spec alone), the reference decoder against the oracle and against the official sampler's
 golden recordings (tests/golden/editing.json, recorded by tools/golden/editing.py), with negative controls."""
 
+import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -14,6 +16,7 @@ from oracles import editing as oracle
 
 from veridec.decoding import DecodeStalled
 from veridec.events import replay, visible_changes
+from veridec.optimized import editing as optimized_editing
 from veridec.reference import editing as reference_editing
 from veridec.reference.editing import generate
 from veridec.rules import editing as rule
@@ -205,3 +208,82 @@ def test_bad_arguments_are_refused_by_name(models):
             generate(model, prompt, **kwargs)
     with pytest.raises(ValueError, match="one row"):
         generate(model, torch.tensor([[5, 6], [7, 8]]))
+
+
+def _keys(result, row: int = 0) -> list:
+    return sorted((e.step, e.kind, e.position, e.old, e.new) for e in result.events if e.row == row)
+
+
+def _replay_reference(model, case):
+    torch.manual_seed(case["seed"])
+    return generate(model, torch.tensor(case["prompt"]), **case["settings"], ties="torch")
+
+
+@pytest.mark.parametrize("cache", optimized_editing.CACHES)
+def test_the_optimized_decoder_is_the_reference_on_golden_cases(models, cache):
+    """ED8: every golden case that ends (sampled ones included: one row draws in the reference's order) gives the
+    reference's events, canvas and forwards, without and with the block cache; the block cache computes fewer
+    query positions, the uncached decoder as many as the reference; the two endless cases stall alike."""
+    queries, stalled = [0, 0], 0
+    for case in GOLDEN["cases"]:
+        model = models[case["checkpoint"]]
+        try:
+            ours = _replay_reference(model, case)
+        except DecodeStalled:
+            torch.manual_seed(case["seed"])
+            with pytest.raises(DecodeStalled, match="max_forwards"):
+                optimized_editing.generate(model, torch.tensor(case["prompt"]), **case["settings"], ties="torch",
+                                           cache=cache)
+            stalled += 1
+            continue
+        torch.manual_seed(case["seed"])
+        fast = optimized_editing.generate(model, torch.tensor(case["prompt"]), **case["settings"], ties="torch",
+                                          cache=cache)
+        assert fast.canvas.tolist() == ours.canvas.tolist() and fast.forwards == ours.forwards, case["id"]
+        assert _keys(fast) == _keys(ours), case["id"]
+        queries[0] += ours.counters.query_positions
+        queries[1] += fast.counters.query_positions
+    assert stalled == 2
+    assert queries[1] == queries[0] if cache == "none" else queries[1] < 0.6 * queries[0]
+
+
+def _row_cases():
+    """Batches of 2-4 rows sharing a prompt length (masks and EOS in prompts, EOS stops drawn)."""
+    rng = torch.Generator().manual_seed(7)
+    draw = lambda options: options[int(torch.randint(len(options), (1,), generator=rng))]  # noqa: E731
+    for _ in range(40):
+        rows, length = draw([2, 3, 4]), draw([1, 2, 4, 6])
+        prompt = torch.tensor([[draw([5, 6, 7, 8, 9, MASK, 89]) for _ in range(length)] for _ in range(rows)])
+        yield prompt, dict(max_new_tokens=draw([3, 8, 12]), block_size=draw([1, 3, 4]),
+                           threshold=draw([0.2, 0.5, 0.9]), editing_threshold=draw([0.1, 0.3, 0.6]),
+                           max_post_steps=draw([0, 1, 3]), num_to_transfer=draw([1, 2]),
+                           eos_early_stop=draw([False, True]))
+
+
+def test_batched_rows_decode_as_each_row_alone(models):
+    """ED8: each row of a batch gets its own reference decode (events, canvas, forwards) wherever that decode's
+    smallest decision margin exceeds 1e-9 (a batch of other rows changes the matmuls' rounding, ~1e-7 in the
+    logits, ~1e-16 in the probabilities of these models); rows that stop at an EOS leave the batch while others
+    go on (the EOS here is token 89, which this checkpoint proposes often)."""
+    model = copy.copy(models["llada"])
+    model.special = dataclasses.replace(model.special, eos_id=89)
+    compared = early = 0
+    for prompt, settings_ in _row_cases():
+        alone = [generate(model, row[None], **settings_) for row in prompt]
+        for cache in optimized_editing.CACHES:
+            fast = optimized_editing.generate(model, prompt, **settings_, cache=cache)
+            for r, ours in enumerate(alone):
+                if min(ours.margins[0], default=math.inf) > 1e-9:
+                    compared += 1
+                    assert fast.canvas[r].tolist() == ours.canvas[0].tolist() and fast.forwards[r] == ours.forwards[0]
+                    assert _keys(fast, r) == _keys(ours)
+        ended = [MASK in ours.canvas[0, prompt.shape[1]:].tolist() for ours in alone]
+        early += settings_["eos_early_stop"] and any(ended) and not all(ended)
+    assert compared >= 200 and early >= 5
+
+
+def test_the_optimized_decoder_refuses_bad_arguments(models):
+    with pytest.raises(ValueError, match="cache must be one of"):
+        optimized_editing.generate(models["llada"], torch.tensor([[5]]), 4, 2, cache="dual")
+    with pytest.raises(ValueError, match="threshold"):
+        optimized_editing.generate(models["llada"], torch.tensor([[5]]), threshold=2.0)
