@@ -111,7 +111,7 @@ def _exactness_parser(commands) -> None:
     _model_args(exa)
     exa.add_argument("--out", type=Path, default=Path("results"))
     exa.add_argument("--quick", action="store_true", help="2 prompts, gen length 32")
-    exa.add_argument("--decoders", default=None, help="comma-separated preset names, or wino (default: all)")
+    exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino or editing (default: all)")
     exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=8)
     exa.add_argument("--gen-length", type=integer(1), default=64)
     exa.add_argument("--block-length", type=integer(1), default=BLOCK)
@@ -215,11 +215,11 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
 
 
 def run_exactness(args) -> int:
-    decoders = [*sorted(PRESETS), exactness.WINO] if args.decoders is None else args.decoders.split(",")
-    unknown = [name for name in decoders if name not in PRESETS and name != exactness.WINO]
+    decoders = [*sorted(PRESETS), *exactness.EVENT_DECODERS] if args.decoders is None else args.decoders.split(",")
+    unknown = [name for name in decoders if name not in PRESETS and name not in exactness.EVENT_DECODERS]
     if unknown:
         raise UsageError(f"--decoders: unknown preset(s) {unknown}; the presets are {sorted(PRESETS)} and "
-                         f"{exactness.WINO!r}")
+                         f"{sorted(exactness.EVENT_DECODERS)}")
     prompts, gen = exactness.QUICK_SIZE if args.quick else (args.prompts, args.gen_length)
     if gen % args.block_length:
         raise UsageError(f"--gen-length {gen} must be a multiple of --block-length {args.block_length}")

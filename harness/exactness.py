@@ -33,15 +33,14 @@ from .checks.registry import VerifyResult
 from .distributed import Group
 from .records import Records, weights_sha256
 from .units import open_records
-from .wino_rows import WINO_VARIANTS, wino_row
+from .event_rows import EVENT_DECODERS, ROUNDED, event_row
 from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_variant, single_prompts, table_models)
 
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
 QUICK_SIZE = (2, 32)  # (prompts, gen length) of ``--quick`` tables
 VERIFY_SIZE = (4, 64)  # of the table ``veridec verify`` prints
 VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq",
-                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino")
-WINO = "wino"  # not a preset: its rows come from harness/wino_rows.py
+                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino", "editing")
 
 
 @dataclass
@@ -108,7 +107,7 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                                                 variant=variant)
     timing = Timing(model, prompt, mask, gen_length, block_length)
     rows = []
-    for name in (d for d in decoders if d != WINO and mine(d)):
+    for name in (d for d in decoders if d not in EVENT_DECODERS and mine(d)):
         reference = None
         for variant, tier in VARIANTS.items():
             done = records.get(unit(name, variant)) if records else None
@@ -125,21 +124,27 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                 progress()
     rows += speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit,
                              progress, mine)
-    if WINO in decoders and mine(WINO) and has_llada_layout(model):  # WN1: else no WINO rows
-        rows += _wino_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit, progress)
+    for name in (d for d in EVENT_DECODERS if d in decoders and mine(d)):
+        if has_llada_layout(model):  # WN1, ED1: else no rows
+            rows += _event_rows(model_name, model, name, prompt, mask, gen_length, block_length, timing, records,
+                                unit, progress)
     return rows
 
 
-def _wino_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit, progress):
-    """WINO's rows (harness/wino_rows.py), each a unit of the records."""
+def _event_rows(model_name, model, decoder, prompt, mask, gen_length, block_length, timing, records, unit,
+                progress):
+    """The rows of a decoder with revocable commits (harness/event_rows.py), each a unit of the records; the
+    ``ROUNDED`` variants are held to the measured rounding of the model's forward (``packing_tolerance``)."""
     rows = []
-    for variant in WINO_VARIANTS:
-        done = records.get(unit(WINO, variant)) if records else None
+    for variant in EVENT_DECODERS[decoder]:
+        done = records.get(unit(decoder, variant)) if records else None
         if done is None:
-            done = wino_row(model_name, model, prompt, mask, variant, gen_length, block_length,
-                            timing.sequential_seconds)
+            tol = packing_tolerance(model, single_prompts(prompt, mask)[0], gen_length) \
+                if (decoder, variant) in ROUNDED else None
+            done = event_row(model_name, model, prompt, mask, decoder, variant, gen_length, block_length,
+                             timing.sequential_seconds, tol)
             if records:
-                records.add(unit(WINO, variant), done)
+                records.add(unit(decoder, variant), done)
         rows.append(Row(**done))
         if progress:
             progress()
@@ -256,7 +261,8 @@ def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_
     names, rows = table_models(model_name), []
     units = [(name, unit) for name in names for unit in [*decoders, *map(speculative_variant, SPECULATIVE)]]
     owned = {u for i, u in enumerate(units) if group.mine(i)}
-    total = sum(len(WINO_VARIANTS) if unit == WINO else len(VARIANTS) if unit in decoders else 1 for _, unit in owned)
+    total = sum(len(EVENT_DECODERS[unit]) if unit in EVENT_DECODERS else len(VARIANTS) if unit in decoders else 1
+                for _, unit in owned)
     desc = "exactness" + (f" rank {group.rank}" if group.world > 1 else "")
     with tqdm(total=total, disable=quiet, desc=desc, leave=False, position=group.rank) as bar:
         models = {} if models is None else models

@@ -64,11 +64,13 @@ def test_verify_runs_every_check_and_writes_json(tiny_folders, capsys, tmp_path)
     rows = json.loads(out_file.read_text())["exactness"]
     variants = {"reference", "optimized", "prefix", "dual", "spec-none W3D3", "spec-dual W3D3", "spec-none W2D2",
                 "spec-dual W2D2", "spec-dual W2D2 inter1"}
-    assert len(rows) == 11 * 4 + 5 + 3 and {r["variant"] for r in rows} == variants
+    assert len(rows) == 11 * 4 + 5 + 3 + 3 and {r["variant"] for r in rows} == variants | {"block"}
     assert all(r["commit_order_match"] == 1 and r["max_logit_error"] <= (r["logit_tolerance"] or 0)
                for r in rows if r["tier"] == "E")
     assert [(r["variant"], r["tier"]) for r in rows if r["decoder"] == "wino"] == [
         ("reference", "E"), ("optimized", "E"), ("prefix", "A")]  # WINO's rows (spec WN8), events compared
+    block = [r for r in rows if r["decoder"] == "editing" and r["variant"] == "block"]  # spec ED8
+    assert len(block) == 1 and block[0]["max_logit_error"] <= block[0]["logit_tolerance"]
     assert "| model | decoder | variant | tier |" in table
 
 

@@ -21,7 +21,7 @@ from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
-from .. import wino_rows
+from .. import event_rows
 from ..distributed import Group
 from ..records import weights_sha256
 from ..units import Unit, run_recorded
@@ -80,7 +80,7 @@ def measure_wino(model, model_name: str, name: str, variant: str, n: int, gen: i
     texts = corpus_texts(n, seed) if model_name == "default" else None
     canvases, forwards, seconds = [], [], 0.0
     for row, single in enumerate(single_prompts(prompt, mask)):
-        out, _, took = wino_rows.decode(model, variant, single, gen, BLOCK)
+        out, _, took = event_rows.decode(model, "wino", variant, single, gen, BLOCK)
         pad = prompt[row, : prompt.shape[1] - single.shape[1]]  # [P - P_i] the row's left padding
         canvases.append(torch.cat([pad, out.canvas[0]]))
         forwards.append(out.forwards[0])

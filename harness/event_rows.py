@@ -1,6 +1,7 @@
-"""WINO's rows of the exactness table (spec/wino.md WN8, spec/exactness.md): each prompt decoded alone (WINO
-takes no padding) by the reference and by a variant, at the official defaults (threshold 0.6, threshold_back
-0.9). The match is the share of prompts with the same event sets step by step (compare_traces on event traces);
+"""The rows of the decoders with revocable commits in the exactness table (spec/exactness.md E2): WINO (spec/wino.md
+WN8, official defaults threshold 0.6, threshold_back 0.9) and the editing sampler (spec/editing.md ED8, official
+defaults threshold 0.95, editing_threshold 0.9). Each prompt is decoded alone (neither takes padding) by the
+reference and by a variant. The match is the share of prompts with the same event sets step by step (compare_traces on event traces);
 the logit error is the largest difference between the variant's call k and the reference's call k, at the
 positions the variant computed, over the calls up to their first divergent step (the same canvas on both
 sides); tokens per step are generated positions per forward (revoked drafts do not count twice). Rows are plain
@@ -16,12 +17,18 @@ import torch
 
 from veridec.compare import compare_traces
 from veridec.events import event_trace
+from veridec.optimized import editing as optimized_editing
 from veridec.optimized import wino as optimized
+from veridec.reference import editing as reference_editing
 from veridec.reference import wino as reference
 
 from .workloads import hmm_nll, single_prompts
 
-WINO_VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A"}  # spec WN8: the prefix cache is not exact
+EVENT_DECODERS = {  # decoder -> variant -> tier
+    "wino": {"reference": "E", "optimized": "E", "prefix": "A"},  # spec WN8: the prefix cache is not exact
+    "editing": {"reference": "E", "optimized": "E", "block": "E"},  # spec ED8: the block cache is exact
+}
+ROUNDED = {("editing", "block")}  # exact variants whose forwards have other shapes: equal up to rounding
 
 
 class LoggedLogits:
@@ -43,32 +50,39 @@ class LoggedLogits:
         return out
 
 
-def decode(model, variant: str, prompt, gen_length: int, block_length: int):
-    """One WINO decode of ``prompt`` [1, P] by ``variant`` -> (EventDecoded, its logged calls, seconds)."""
+def decode(model, decoder: str, variant: str, prompt, gen_length: int, block_length: int):
+    """One decode of ``prompt`` [1, P] by ``decoder``'s ``variant`` -> (EventDecoded, its logged calls, seconds);
+    the canvas is cut to P + ``gen_length`` (the editing sampler fills its last block to the end)."""
     logged = LoggedLogits(model)
-    kw = dict(gen_length=gen_length, block_length=block_length)
+    if decoder == "wino":
+        kw, modules = dict(gen_length=gen_length, block_length=block_length), (reference, optimized)
+    else:
+        kw, modules = dict(max_new_tokens=gen_length, block_size=block_length), (reference_editing, optimized_editing)
     start = time.perf_counter()
     if variant == "reference":
-        out = reference.generate(logged, prompt, **kw)
+        out = modules[0].generate(logged, prompt, **kw)
     else:
-        out = optimized.generate(logged, prompt, cache="none" if variant == "optimized" else variant, **kw)
-    return out, logged.calls, time.perf_counter() - start
+        out = modules[1].generate(logged, prompt, cache="none" if variant == "optimized" else variant, **kw)
+    seconds = time.perf_counter() - start
+    return out._replace(canvas=out.canvas[:, : prompt.shape[1] + gen_length]), logged.calls, seconds
 
 
-def wino_row(model_name: str, model, prompt, mask, variant: str, gen_length: int, block_length: int,
-             sequential_seconds: float) -> dict:
-    """The row of ``variant`` over the table's prompts [B, P] (``mask`` their left padding), each decoded alone."""
+def event_row(model_name: str, model, prompt, mask, decoder: str, variant: str, gen_length: int,
+              block_length: int, sequential_seconds: float, tolerance: float | None = None) -> dict:
+    """The row of ``decoder``'s ``variant`` over the table's prompts [B, P] (``mask`` their left padding), each
+    decoded alone; ``tolerance`` (the measured rounding, for the ``ROUNDED`` variants) excuses ties and bounds
+    the logit error of a tier E row."""
     singles = single_prompts(prompt, mask)
     matches, tokens, errors, nlls = [], [], [], []
     full = positions = forwards = 0
     seconds = 0.0
     for single in singles:
-        ours, our_calls, _ = decode(model, "reference", single, gen_length, block_length)
-        out, calls, took = decode(model, variant, single, gen_length, block_length)
+        ours, our_calls, _ = decode(model, decoder, "reference", single, gen_length, block_length)
+        out, calls, took = decode(model, decoder, variant, single, gen_length, block_length)
         seconds += took
         length = single.shape[1]
-        a, b = (event_trace(d, "wino", {"mask_id": model.special.mask_id}, length) for d in (ours, out))
-        comparison = compare_traces(a, b, ours.canvas, out.canvas)
+        a, b = (event_trace(d, decoder, {"mask_id": model.special.mask_id}, length) for d in (ours, out))
+        comparison = compare_traces(a, b, ours.canvas, out.canvas, numeric_error=tolerance or 0.0)
         matches.append(comparison.first_divergence is None)
         tokens.append(comparison.token_match_rate)
         divergent = math.inf if comparison.first_divergence is None else comparison.first_divergence.step
@@ -79,12 +93,12 @@ def wino_row(model_name: str, model, prompt, mask, variant: str, gen_length: int
             nlls.append(hmm_nll(out.canvas, torch.ones_like(single), length, gen_length))
     n = len(singles)
     known = [x for x in nlls if x is not None]
-    return dict(model=model_name, decoder="wino", variant=variant, tier=WINO_VARIANTS[variant], prompts=n,
+    return dict(model=model_name, decoder=decoder, variant=variant, tier=EVENT_DECODERS[decoder][variant], prompts=n,
                 commit_order_match=round(sum(matches) / n, 4), token_match=round(sum(tokens) / n, 4),
                 max_logit_error=max(errors), full_forwards=full, positions_per_prompt=round(positions / n, 1),
                 tokens_per_step=round(n * gen_length / forwards, 3), seconds=round(seconds, 3),
                 speedup_vs_sequential=round(sequential_seconds / seconds, 2),
-                hmm_nll_per_token=round(sum(known) / len(known), 4) if known else None)
+                hmm_nll_per_token=round(sum(known) / len(known), 4) if known else None, logit_tolerance=tolerance)
 
 
 def _logit_error(ours: list, theirs: list, divergent: float) -> float:
