@@ -100,6 +100,23 @@ def test_a_threshold_at_the_rth_confidence_transfers_r_masks_first(rank, tempera
     assert len(first) == rank
 
 
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_the_resolution_runs_under_the_case_seed_whatever_the_rng_state(seed):
+    """ED7 at T = 1.5 (draws far from the argmax): the resolving decode runs under the case's seed, so the
+    r-th confidence it reads is the r-th of the decode both sides then run, even when the global RNG was left
+    elsewhere before resolving (here: advanced by a draw, or seeded otherwise)."""
+    from veridec.reference.editing import generate
+
+    base = {"max_new_tokens": 6, "block_size": 6, "temperature": 1.5, "editing_threshold": 0.9}
+    for rank, before in [(1, 1000 + seed), (2, 2000 + seed), (3, 3000 + seed)]:
+        torch.manual_seed(before)
+        torch.rand(7)
+        model, settings = _resolved({**base, "threshold": {"at_confidence": rank}}, seed=seed)
+        torch.manual_seed(seed)
+        first = [e for e in generate(model, torch.tensor([[5, 6]]), **settings).events if e.step == 0]
+        assert len(first) == rank, (rank, before)
+
+
 def test_both_thresholds_resolve_together_and_a_second_step_without_edits_falls_back():
     both = {"max_new_tokens": 6, "block_size": 6, "temperature": 0.0, "threshold": {"at_confidence": 1},
             "editing_threshold": {"at_confidence": 0}, "max_post_steps": 2}
