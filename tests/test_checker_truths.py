@@ -285,3 +285,27 @@ def test_a_recording_allows_exactly_its_limit_of_calls():
     with pytest.raises(CallLimitExceeded, match="more than 3 model calls"):
         recording(x)
     assert len(recording.calls) == 3 and recording.counters().model_calls == 3
+
+
+def test_every_adapter_takes_the_canvas_by_keyword():
+    """MA1: model(input_ids=x, ...) is model(x, ...) in every convention (full, cached and explicit-mask calls);
+    the canvas given twice or not at all is refused by name."""
+    from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention
+    from veridec.models import random_model
+
+    llada = random_model("llada", 0, num_layers=1, hidden_size=16, num_heads=2, num_kv_heads=1, intermediate_size=24)
+    dream = random_model("dream", 0, num_layers=1, hidden_size=16, num_heads=2, num_kv_heads=1, intermediate_size=24)
+    x = torch.randint(0, 90, (2, 5), generator=torch.Generator().manual_seed(1))
+    sees = torch.ones(1, 1, 5, 5, dtype=torch.bool).tril()
+    adapters = [(LLaDAConvention(llada), {}), (LLaDAConvention(llada), {"attention_mask": sees}),
+                (FastDLLMConvention(llada), {"use_cache": True}), (DreamConvention(dream), {"tok_idx": None})]
+    for adapter, options in adapters:
+        assert torch.equal(adapter(input_ids=x, **options).logits, adapter(x, **options).logits)
+        with pytest.raises(ValueError, match="pass the canvas once.*both"):
+            adapter(x, input_ids=x, **options)
+        with pytest.raises(ValueError, match="pass the canvas once.*neither"):
+            adapter(**options)
+    cached = FastDLLMConvention(llada)
+    prefix = [(k[:, :, :3], v[:, :, :3]) for k, v in cached(x, use_cache=True).past_key_values]
+    assert torch.equal(cached(input_ids=x[:, 3:], past_key_values=prefix).logits,
+                       cached(x[:, 3:], past_key_values=prefix).logits)

@@ -3,6 +3,7 @@ LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded 
 (spec/models.md M7).
 
     LLaDAConvention(model)(x, attention_mask=None).logits        # LLaDA generate.py, Fast-dLLM's no-cache loop
+    LLaDAConvention(model)(input_ids=x).logits                   # every convention: the canvas by keyword too
     LLaDAConvention(model)(x, attention_mask=sees, position_ids=p)  # WINO's: [B, 1, L, L] bool; LLaDA2's additive
     FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
     DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
@@ -48,6 +49,15 @@ class _Convention:
     def device(self) -> torch.device:
         return self.model.device
 
+    @staticmethod
+    def _tokens(x, input_ids) -> torch.Tensor:
+        """The canvas [B, L], passed positionally (``model(x)``) or by keyword (``model(input_ids=x)``, as
+        Hugging Face models are called), exactly once."""
+        if (x is None) == (input_ids is None):
+            raise ValueError("pass the canvas once: model(x, ...) or model(input_ids=x, ...), got "
+                             + ("both" if x is not None else "neither"))
+        return x if input_ids is None else input_ids
+
     @property
     def dtype(self) -> torch.dtype:
         return getattr(self.model, "dtype", torch.float32)
@@ -71,7 +81,8 @@ class LLaDAConvention(_Convention):
             raise ValueError(f"padding must be 'honour' or 'ignore', got {padding!r}")
         self.padding = padding
 
-    def __call__(self, x, attention_mask=None, position_ids=None):
+    def __call__(self, x=None, attention_mask=None, position_ids=None, *, input_ids=None):
+        x = self._tokens(x, input_ids)
         if position_ids is not None or (attention_mask is not None and attention_mask.dim() == 4):
             return self._explicit(x, attention_mask, position_ids)
         mask = attention_mask if self.padding == "honour" else None
@@ -142,7 +153,9 @@ class FastDLLMConvention(_Convention):
                              "a Dream-layout model")
         self._key_mask = None  # [B, L] bool of the last use_cache=True full call
 
-    def __call__(self, x, attention_mask=None, past_key_values=None, use_cache=False, replace_position=None):
+    def __call__(self, x=None, attention_mask=None, past_key_values=None, use_cache=False, replace_position=None, *,
+                 input_ids=None):
+        x = self._tokens(x, input_ids)
         if past_key_values is None:
             if replace_position is not None:
                 raise ValueError("replace_position needs past_key_values (the cache it writes into)")
@@ -219,7 +232,8 @@ class DreamConvention(_Convention):
         if getattr(model, "logit_shift", 1) != 1 or not hasattr(model, "raw_forward"):
             raise ValueError("the dream convention needs a Dream-layout transformer (logit shift 1)")
 
-    def __call__(self, x, attention_mask=None, tok_idx=None):
+    def __call__(self, x=None, attention_mask=None, tok_idx=None, *, input_ids=None):
+        x = self._tokens(x, input_ids)
         if attention_mask is None or isinstance(attention_mask, str):
             if attention_mask not in (None, "full"):
                 raise ValueError(f"attention_mask must be None, 'full' or a [B, 1, L, L] tensor, got "
