@@ -54,6 +54,9 @@ def add_parser(commands) -> None:
     chk.add_argument("--case-timeout", type=number(0.01), default=None, metavar="SECONDS",
                      help="the time one candidate call may take before it fails its case (default: 20x the "
                           "target's own time on the case + 10 s)")
+    chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
+                     help="run the candidate on your own model object, returned by FACTORY (called with --model "
+                          "when it takes an argument); veridec's decoder runs on --model (spec EC9)")
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
@@ -78,7 +81,7 @@ def run_check_command(args) -> int:
                                alpha=0.01 if args.alpha is None else args.alpha,
                                delta=0.05 if args.delta is None else args.delta, samples=args.samples,
                                upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
-                               case_timeout=args.case_timeout)
+                               case_timeout=args.case_timeout, candidate_model=args.candidate_model)
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
     report = result.markdown()

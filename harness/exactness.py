@@ -23,7 +23,7 @@ from veridec.compare import compare_traces
 from veridec.decoding import has_llada_layout
 from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
-from veridec.numerics import tolerance
+from veridec.numerics import HIGHER, tolerance
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
@@ -233,11 +233,6 @@ def speculative_row(model_name, model, singles, config, gen_length, block_length
     return Row(model_name, name, speculative_variant(config), tier, n, round(sum(matches) / n, 4),
                round(sum(tokens) / n, 4), error, full, round(positions / n, 1), round(sum(per_call) / n, 3),
                round(seconds, 3), round(sequential_seconds / seconds, 2), logit_tolerance=tol)
-
-
-# The rerun a table's dtype is measured against: float64 for float32 (small models), float32 for bfloat16 (the
-# rerun an 8B model's device can afford; flash-attention's tests measure bf16 the same way).
-HIGHER = {torch.float32: torch.float64, torch.bfloat16: torch.float32, torch.float16: torch.float32}
 
 
 def packing_tolerance(model, single, gen_length: int) -> float:

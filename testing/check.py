@@ -27,6 +27,7 @@ from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE, CaseOutcome
 from .exact_law import check_law_target, is_oracle, oracle_cases
 from .knobs import knob_findings
 from .models import load_check_model
+from .own_model import own_model, preflight
 from .report import markdown, reproducer_command, reproducer_snippet, result_dict
 from .running import CheckSetup
 from .stochastic import check_probability
@@ -68,6 +69,8 @@ class CheckResult:
     delta: float = 0.05  # tier S: the TV each test detects with probability 0.95
     samples: int | None = None  # tier S: samples per side when given (else derived from alpha and delta)
     case_timeout: float | None = None  # seconds per candidate call when given (else derived per case)
+    candidate_model: str | None = None  # the user's own model the candidate ran on (spec EC9): its factory or type
+    model_difference: float | None = None  # its preflight logit difference from veridec's model
 
     def to_dict(self) -> dict:
         return result_dict(self)
@@ -82,7 +85,7 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
                   ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
                   upstream_defects: str = "match", knobs: bool = True,
-                  case_timeout: float | None = None) -> CheckResult:
+                  case_timeout: float | None = None, candidate_model=None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -98,6 +101,10 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     setting that moves the target but not the candidate fails the check. ``case_timeout`` (spec EC8): the seconds
     one candidate call may take (default 20x the target's own time on the case + 10 s); past it, or on
     ``os._exit``, the candidate fails its case (a timed-out case is reported as drawn, not shrunk).
+    ``candidate_model`` (spec EC9): the candidate runs on this model object instead (a ``torch.nn.Module``, or
+    "FILE.py:FACTORY" naming a function that returns one, called with ``model`` when that is
+    a name or folder and it takes an argument), recorded at its top-level forward; the target runs on ``model``;
+    a preflight refuses a model whose logits differ beyond rounding and makes the difference the numeric error.
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     mode = tier_named(tier)
     max_examples = mode.default_cases if max_examples is None else max_examples
@@ -105,22 +112,25 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     _check_timeout(case_timeout)
     goal = target(against, cache, convention)
     convention = convention or goal.convention
-    model_name = model if isinstance(model, str) else type(model).__name__
+    model_name, model_source = (model, model) if isinstance(model, str) else (type(model).__name__, None)
     model = load_check_model(model) if isinstance(model, str) else model
     case = None if case is None else checked_case(case, goal.settings, STRUCTURE, getattr(model, "vocab_size", None))
     baseline = None if baseline is None or not mode.uses_baseline else checked_baseline(baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
+    own, own_label = own_model(candidate_model, model_source)
+    difference = None if own is None else preflight(own, model, convention)
+    numeric_error = numeric_error if difference is None else max(numeric_error, difference)
     exact_law = mode.sampled and is_oracle(model)
     names = {n for n in goal.settings if fit.takes(n)}  # the settings both sides take
     strategy = _strategy(exact_law, mode, model, goal, fit, names, cache, max_batch, padding, settings)
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
                          None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects,
-                         case_timeout=case_timeout)
+                         case_timeout=case_timeout, candidate_model=own_label, model_difference=difference)
     level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, ties, numeric_error, mode.measures_logits,
-                       level, samples, delta, progress, upstream_defects, case_timeout)
+                       level, samples, delta, progress, upstream_defects, case_timeout, own)
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, progress, case)
     if mode.uses_baseline:

@@ -38,6 +38,9 @@ def markdown(result) -> str:
              f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
              f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {_upstream_count(result)}"
              f"{result.skipped} refused by the target)"]
+    if result.candidate_model is not None:
+        lines.append(f"- candidate ran on its own model `{result.candidate_model}` (preflight: logits within "
+                     f"{result.model_difference:.3g} of veridec's model, the numeric error that excuses ties)")
     if TIERS[result.tier].reports_metrics:
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
     if result.knobs:
@@ -139,15 +142,25 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
         "# reference = the callable you passed as against= (define it here)",
         f"model = load_check_model({model_name!r})",
         load,
+        *([] if result.candidate_model is None else _own_model_lines(result.candidate_model, model_name)),
         f"prompt = torch.tensor({case['prompt']})",
         "attention_mask = None" if case["attention_mask"] is None else
         f"attention_mask = torch.tensor({case['attention_mask']})",
         f"torch.manual_seed({case['seed']})",
-        f"theirs = candidate(adapt(model, {result.convention!r}), prompt, {arguments}{extra})",
+        f"theirs = candidate({'candidate_model' if result.candidate_model else f'adapt(model, {result.convention!r})'}"
+        f", prompt, {arguments}{extra})",
         f"torch.manual_seed({case['seed']})",
         f"ours = {ours}",
         "print(theirs, ours, sep='\\n')",
     ]) + "\n"
+
+
+def _own_model_lines(label: str, model_name: str) -> list[str]:
+    """The reproducer's lines that rebuild the candidate's own model (spec EC9)."""
+    if ":" not in label:
+        return [f"candidate_model = ...  # your {label} object, as passed to check_decoder"]
+    return ["from veridec.testing.own_model import own_model",
+            f"candidate_model, _ = own_model({label!r}, {model_name!r})"]
 
 
 def reproducer_command(result, against, model_name: str, cache: str) -> str:
@@ -160,6 +173,9 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
         words[-2:-2] = ["--upstream-defects", result.upstream]
     if result.case_timeout is not None:
         words[-2:-2] = ["--case-timeout", str(result.case_timeout)]
+    if result.candidate_model is not None:
+        words[-2:-2] = ["--candidate-model", result.candidate_model if ":" in result.candidate_model else
+                        "FILE.py:FACTORY"]
     if TIERS[result.tier].sampled:
         words[-2:-2] = ["--tier", "S", "--alpha", str(result.alpha), "--delta", str(result.delta)]
         if result.samples is not None:

@@ -13,7 +13,7 @@ import torch
 from veridec.adapters import adapt
 from veridec.canvas import initial_canvas
 from veridec.decoding import DecodeStalled
-from veridec.recording import CallLimitExceeded, RecordingModel
+from veridec.recording import CallLimitExceeded, ModuleRecording, RecordingModel
 
 from .candidates import CandidateError, Fit, call_candidate
 from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
@@ -47,6 +47,7 @@ class CheckSetup:
     progress: bool = False
     upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
     case_timeout: float | None = None  # seconds per candidate call; None: derived from the target's (spec EC8)
+    candidate_model: object = None  # the user's own model the candidate runs on (spec EC9); None: ``model``
 
 
 @dataclass
@@ -121,14 +122,16 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
     """The candidate on ``case`` behind its convention and a recording stopped past ``limit`` calls, within its
     time limit (``guard.candidate_limit``) and unable to end the process; any failure of foreign code is its
     Side's ``error``."""
-    recording = RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)
+    own = setup.candidate_model is not None
+    recording = ModuleRecording(setup.candidate_model, limit=limit) if own else \
+        RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)
     seconds = candidate_limit(setup.case_timeout, target_seconds)
     torch.manual_seed(case["seed"])
     try:
         with guarded(seconds):
-            side = run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case,
-                               setup.convention)
-        if measure_logits and side.trace is not None:  # the trace places the commits the errors need
+            side = run_own(setup, recording, prompt, mask, case) if own else \
+                run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case, setup.convention)
+        if measure_logits and not own and side.trace is not None:  # the trace places the commits the errors need
             side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
         return side
     except CallLimitExceeded:
@@ -152,10 +155,22 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
 
 def run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
     """A decoder written elsewhere, on the recorded model behind ``convention``."""
-    model = recording.model
+    return _run_recorded(decoder, fit, goal, recording, adapt(recording, convention), recording.model, prompt, mask,
+                         case)
+
+
+def run_own(setup: CheckSetup, recording: ModuleRecording, prompt, mask, case) -> Side:
+    """The candidate on the user's own model (spec EC9), recorded at its top-level forward; the mask id and the
+    settings are veridec's model's, as for the target."""
+    with recording:
+        return _run_recorded(setup.candidate, setup.fit, setup.goal, recording, recording.model, setup.model,
+                             prompt, mask, case)
+
+
+def _run_recorded(decoder, fit, goal, recording, served, model, prompt, mask, case) -> Side:
+    """``decoder`` given ``served`` (what it calls), its calls logged by ``recording``; ``model``: veridec's."""
     settings, hook_calls = live_hooks(goal.settings_of(case))
-    tokens, nfe = call_candidate(decoder, fit, adapt(recording, convention), prompt, mask, settings, goal.mask_name,
-                                 model.special.mask_id)
+    tokens, nfe = call_candidate(decoder, fit, served, prompt, mask, settings, goal.mask_name, model.special.mask_id)
     trace = _recorded_trace(recording, tokens, prompt.shape[1], model)
     counters = recording.counters() if trace is None else trace.counters  # the trace's counts its revocations
     return Side(tokens, trace, counters, nfe, hook_calls=hook_calls)

@@ -74,3 +74,15 @@ def test_an_editing_variant_that_edits_otherwise_is_not_exact(model, monkeypatch
     monkeypatch.setattr(event_rows.optimized_editing, "generate",
                         lambda *a, **kw: real(*a, **{**kw, "editing_threshold": 0.05, "threshold": 0.3}))
     assert row(model, "block", "editing")["commit_order_match"] < 1
+
+
+def test_a_tie_within_the_block_rows_tolerance_is_excused(model, monkeypatch):
+    """E2: the block row's divergence at a decision margin within its tolerance counts as a match (a tie), the
+    same divergence without a tolerance does not; here the candidate differs from the first step on."""
+    real = event_rows.optimized_editing.generate
+    monkeypatch.setattr(event_rows.optimized_editing, "generate",
+                        lambda *a, **kw: real(*a, **{**kw, "threshold": 0.3}))
+    assert row(model, "block", "editing")["commit_order_match"] < 1
+    excused = event_rows.event_row("tiny", model, PROMPT, MASK, "editing", "block", 16, 8, sequential_seconds=1.0,
+                                   tolerance=1.0)  # every decision margin (a probability gap) is within 1
+    assert excused["commit_order_match"] == 1.0 and excused["logit_tolerance"] == 1.0

@@ -11,6 +11,7 @@ import pytest
 
 from tools import mutation
 from tools.mutants import MUTANTS, Mutant
+from tools.mutants_block_cache import MUTANTS as BLOCK_CACHE
 from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 from tools.mutants_revocable import MUTANTS as REVOCABLE
@@ -30,7 +31,7 @@ def test_catalogue_size_names_and_spread():
         assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER + REVOCABLE, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER + REVOCABLE + BLOCK_CACHE, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"

@@ -202,6 +202,43 @@ class RecordingModel:
         return errors[::-1]
 
 
+class ModuleRecording(RecordingModel):
+    """The calls a decoder makes to a model object of its own (any ``torch.nn.Module``: the user's modelling,
+    patched or hooked), logged by a forward pre-hook at the module's top-level forward, so that the decoder
+    runs on the module itself and the hooks it installs on the module's parts keep working. Hand the decoder
+    ``module``, not this object; use it as a context manager (the hook is removed on exit).
+
+    A call's canvas is ``input_ids`` (the first positional argument or the keyword). A call with the keyword
+    ``past_key_values`` is a cached call whose positions the module does not show: it counts, but the trace is
+    then counters only. A call without a canvas (``inputs_embeds``) is refused by name."""
+
+    def __init__(self, module, limit: int | None = None):
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"candidate_model must be a torch.nn.Module (its forward is what gets recorded), got "
+                            f"{type(module).__name__}")
+        super().__init__(module, limit)
+        self._hook = None
+
+    def __enter__(self) -> "ModuleRecording":
+        self._hook = self.model.register_forward_pre_hook(self._log, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hook.remove()
+
+    def _log(self, module, args, kwargs) -> None:
+        x = args[0] if args else kwargs.get("input_ids")
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise ValueError("the candidate called its model without a canvas [B, L] (input_ids); a call by "
+                             "inputs_embeds cannot be recorded")
+        if kwargs.get("past_key_values") is None:
+            self._log_full(x)
+            return
+        self._count()
+        where = torch.arange(x.shape[1], device="cpu").expand(x.shape[0], -1)  # [B, Q] unknown: not a canvas
+        self.calls.append(Call("cached", where, x.detach().cpu().clone(), False))
+
+
 def _shown(tokens: torch.Tensor, width: int, mask_id: int) -> torch.Tensor:
     """A call's tokens [B, W] on ``width`` positions: cut, or extended with the mask token (not shown: masked)."""
     if tokens.shape[1] >= width:

@@ -6,6 +6,8 @@ mapping mistake between two tensors of the same shape changes the logits and is 
 
 from __future__ import annotations
 
+import types
+
 from pathlib import Path
 
 import torch
@@ -60,13 +62,13 @@ def write_tiny_checkpoint(folder: str | Path, family: str = "llada", seed: int =
 def never_predicts_mask(model):
     """Random tiny models give the mask token real probability (trained ones do not), and a decoder whose
     model proposes the mask keeps the position masked. This patches the model's core forward so the mask
-    token's logit is -inf everywhere (full, prefill and cached forwards alike). Returns the model."""
-    raw_forward = model.raw_forward
-
-    def patched(*args, **kwargs):
-        out = raw_forward(*args, **kwargs)
-        out.logits[..., model.special.mask_id] = -torch.inf
-        return out
-
-    model.raw_forward = patched
+    token's logit is -inf everywhere (full, prefill and cached forwards alike). Returns the model; a copy
+    (``copy.deepcopy``, as precision reruns make) carries the patch on its own weights."""
+    model.raw_forward = types.MethodType(_raw_forward_without_mask, model)
     return model
+
+
+def _raw_forward_without_mask(self, *args, **kwargs):
+    out = type(self).raw_forward(self, *args, **kwargs)
+    out.logits[..., self.special.mask_id] = -torch.inf
+    return out

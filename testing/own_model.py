@@ -1,0 +1,113 @@
+"""A candidate on the user's own model object (spec/exactness.md EC9): the candidate runs on ``candidate_model``
+(any ``torch.nn.Module`` answering ``model(x)`` with logits: the user's modelling, patched or hooked by the
+decoder), the target on veridec's model
+of the same weights. Before any case, a preflight holds the two models against each other: the largest logit
+difference on two fixed canvases must be within the measured rounding of veridec's model (``numerics.tolerance``
+of its logits against a copy one precision up); that difference is then the numeric error that excuses ties."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+
+import torch
+
+from veridec.adapters import adapt
+from veridec.numerics import HIGHER, tolerance
+
+PREFLIGHT_LENGTH = 24  # positions of each preflight canvas (fewer if the model is shorter)
+
+
+class CandidateModelMismatch(ValueError):
+    """The user's model does not compute veridec's model's function (other weights, another layout), or does
+    not answer ``model(x)`` with logits."""
+
+
+def own_model(candidate_model, model_source: str | None) -> tuple[torch.nn.Module | None, str | None]:
+    """``candidate_model`` as (the module, its label): a module as given, or "FILE.py:FACTORY" loaded and
+    called (with ``model_source``, the name or folder of veridec's model, when the factory takes an argument
+    and there is one)."""
+    if candidate_model is None:
+        return None, None
+    label = type(candidate_model).__name__
+    if isinstance(candidate_model, str):
+        from .candidates import CandidateError, load_candidate
+
+        label = candidate_model
+        try:
+            factory = load_candidate(candidate_model)
+        except CandidateError as err:
+            raise ValueError(f"candidate_model: {err} (FILE.py:FACTORY, a function returning the model)") from err
+        takes = [p for p in inspect.signature(factory).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        try:
+            candidate_model = factory(model_source) if takes and model_source is not None else factory()
+        except Exception as err:  # noqa: BLE001 - the user's factory: its failure is named, not a traceback
+            raise ValueError(f"candidate_model: {label} raised {type(err).__name__}: {err}") from err
+    if not isinstance(candidate_model, torch.nn.Module):
+        raise ValueError(f"candidate_model must be a torch.nn.Module returning logits for model(input_ids=x) (or "
+                         f"FILE.py:FACTORY returning one), got {type(candidate_model).__name__}")
+    return candidate_model, label
+
+
+def preflight_canvases(model) -> torch.Tensor:
+    """Two canvases [2, L]: seeded random tokens (no mask) with their second half masked, and all masks."""
+    length = min(PREFLIGHT_LENGTH, getattr(model, "max_length", PREFLIGHT_LENGTH))
+    mask_id, vocab = model.special.mask_id, model.vocab_size
+    tokens = torch.randint(0, vocab - 1, (length,), generator=torch.Generator().manual_seed(0))  # [L]
+    tokens = tokens + (tokens >= mask_id).long()  # skip the mask id
+    tokens[length // 2:] = mask_id
+    return torch.stack([tokens, torch.full_like(tokens, mask_id)]).to(model.device)  # [2, L]
+
+
+def logits_of(output) -> torch.Tensor:
+    """The logits of a model call's output: ``.logits``, the first item of a tuple, or the tensor itself."""
+    logits = getattr(output, "logits", None)
+    if logits is None and isinstance(output, (tuple, list)) and output:
+        logits = output[0]
+    if logits is None and isinstance(output, torch.Tensor):
+        logits = output
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
+        raise CandidateModelMismatch(f"candidate_model(input_ids=x) must return logits [B, L, V] (as .logits, the "
+                                     f"first item, or the tensor), got {type(output).__name__}")
+    return logits
+
+
+@torch.no_grad()
+def preflight(candidate_model, model, convention: str) -> float:
+    """The largest |logit difference| between ``candidate_model`` and veridec's ``model`` (behind
+    ``convention``) on ``preflight_canvases``; raises CandidateModelMismatch, naming both numbers, when it
+    exceeds the measured rounding."""
+    x = preflight_canvases(model)
+    ours = adapt(model, convention)(input_ids=x).logits  # [2, L, V]
+    try:
+        output = candidate_model(x)
+    except Exception as err:  # noqa: BLE001 - the user's model: its failure is named, not a traceback
+        raise CandidateModelMismatch(f"candidate_model(x) raised {type(err).__name__}: {err} (x: a canvas "
+                                     f"{tuple(x.shape)} of token ids)") from err
+    theirs = logits_of(output)
+    if theirs.shape != ours.shape:
+        raise CandidateModelMismatch(f"candidate_model returns logits {tuple(theirs.shape)} on a canvas "
+                                     f"{tuple(x.shape)}; veridec's model returns {tuple(ours.shape)}")
+    higher = copy.deepcopy(model).to(HIGHER.get(model.dtype, torch.float64))
+    exact = adapt(higher, convention)(input_ids=x).logits  # [2, L, V]
+    finite = torch.isfinite(ours) & torch.isfinite(exact)  # banned tokens (-inf) carry no rounding
+    bound = tolerance(ours[finite], exact[finite])
+    del higher
+    difference = _max_difference(ours, theirs.to(ours.device))
+    if not difference <= bound:
+        raise CandidateModelMismatch(
+            f"candidate_model is not veridec's model of the same weights: its logits differ by up to "
+            f"{difference:.3g} on the preflight canvases, beyond the measured rounding {bound:.3g} (other weights, "
+            "another layout or dtype, or a cache already active at the top-level call)")
+    return difference
+
+
+def _max_difference(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """Max |ours - theirs| in float64 over entries finite on both sides; inf where only one side is finite."""
+    a, b = ours.double(), theirs.double()
+    if not torch.equal(torch.isfinite(a), torch.isfinite(b)):
+        return math.inf
+    finite = torch.isfinite(a)
+    return (a[finite] - b[finite]).abs().max().item() if finite.any() else 0.0

@@ -1,0 +1,120 @@
+"""A candidate on the user's own model object (spec/exactness.md EC9): examples/own_model.py's hooked decoder on
+its own module passes, a broken decoder on it fails, models that are not veridec's model of the same weights are
+refused by the preflight, and the recording at the module's top-level forward sees what the decoder calls."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.harness.cli import main
+from veridec.models import random_model
+from veridec.recording import ModuleRecording
+from veridec.testing import check_decoder, load_candidate, load_check_model
+from veridec.testing.own_model import CandidateModelMismatch, preflight
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "own_model.py"
+OWN = f"{EXAMPLE}:load"
+
+
+@pytest.fixture(scope="module")
+def example():
+    return load_candidate(f"{EXAMPLE}:hooked_generate"), load_candidate(f"{EXAMPLE}:MyLLaDA")
+
+
+def test_the_hooked_example_passes_on_its_own_model(example):
+    hooked, _ = example
+    result = check_decoder(hooked, "llada", model="tiny-llada", max_examples=15, candidate_model=OWN)
+    assert result.passed, result.markdown()
+    assert result.model_difference == 0.0 and result.candidate_model == OWN
+    assert set(result.knobs.values()) == {"effective"}
+    assert f"candidate ran on its own model `{OWN}`" in result.markdown()
+
+
+def test_a_decoder_that_ignores_block_length_fails_on_its_own_model(example):
+    """Negative control: the same recording, a wrong decoder; the failure is shrunk and its reproducer runs."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from llada_sampler import generate
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+
+    def one_block(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0,
+                  remasking="low_confidence", mask_id=126336):
+        return generate(model, prompt, steps, gen_length, gen_length, temperature, remasking, mask_id)
+
+    result = check_decoder(one_block, "llada", model="tiny-llada", max_examples=40, candidate_model=OWN, knobs=False)
+    assert not result.passed
+    case = result.failure.case
+    assert case["settings"]["block_length"] < case["settings"]["gen_length"]
+    assert "candidate_model, _ = own_model(" in result.reproducer and "theirs = candidate(candidate_model" in \
+        result.reproducer
+    assert "--candidate-model" in result.command
+
+
+def test_models_that_are_not_the_same_function_are_refused(example):
+    hooked, my_llada = example
+    model = load_check_model("tiny-llada")
+    for candidate_model, says in [
+            (f"{EXAMPLE}:load_scaled", "beyond the measured rounding"),
+            (my_llada(random_model("llada", 5, num_layers=1, hidden_size=16, num_heads=2, num_kv_heads=1,
+                                   intermediate_size=24, vocab_size=model.vocab_size)), "beyond the measured rounding"),
+            (object(), "must be a torch.nn.Module"),
+            (f"{EXAMPLE}:no_such_factory", "candidate_model: .*defines no function"),
+            (f"{EXAMPLE}:hooked_generate", "candidate_model: .*raised TypeError")]:
+        with pytest.raises(ValueError, match=says):
+            check_decoder(hooked, "llada", model="tiny-llada", max_examples=2, candidate_model=candidate_model)
+
+
+def test_the_preflight_measures_rounding_and_refuses_wrong_outputs(example):
+    _, my_llada = example
+    model = load_check_model("tiny-llada")
+    assert preflight(my_llada(model), model, "llada") == 0.0
+    half = my_llada(load_check_model("tiny-llada").to(torch.float64))  # the same function, other rounding
+    assert 0 < preflight(half, model, "llada") < 1e-5
+
+    class Vector(torch.nn.Module):
+        def forward(self, input_ids):
+            return input_ids.float()
+
+    with pytest.raises(CandidateModelMismatch, match=r"must return logits \[B, L, V\]"):
+        preflight(Vector(), model, "llada")
+    with pytest.raises(CandidateModelMismatch, match=r"candidate_model\(x\) raised RuntimeError"):
+        preflight(torch.nn.Linear(2, 2), model, "llada")
+    assert preflight(load_check_model("tiny-llada"), model, "llada") == 0.0  # veridec's own model is one too
+
+
+def test_the_recording_sees_every_call_at_the_top_level_forward(example):
+    """ModuleRecording: one call per forward of the hooked decoder (positional and keyword canvases), the
+    decoder's own hooks working, the commit order placed; cached calls count without a trace; a call without a
+    canvas is refused; the hook is gone afterwards."""
+    hooked, my_llada = example
+    module = my_llada(load_check_model("tiny-llada"))
+    prompt = torch.tensor([[3, 4, 5]])
+    mask_id = load_check_model("tiny-llada").special.mask_id
+    with ModuleRecording(module) as recording:
+        out = hooked(module, prompt, steps=4, gen_length=4, block_length=2, mask_id=mask_id)
+        module(input_ids=out)
+    assert len(recording.calls) == 5 and all(c.kind == "full" for c in recording.calls)
+    assert not module._forward_pre_hooks
+    trace = recording.trace(out, 3, mask_id)
+    assert [p for step in trace.steps for p in step.positions[0]] and trace.counters.model_calls == 5
+    with ModuleRecording(module) as recording:
+        module(prompt, past_key_values=[])
+    assert recording.counters().model_calls == 1 and recording.counters().full_forwards == 0
+    with pytest.raises(ValueError, match="first call must be a full forward"):
+        recording.trace(prompt, 3, mask_id)  # a cached call shows no canvas: counters only
+    with ModuleRecording(module), pytest.raises(ValueError, match="without a canvas"):
+        module(input_ids=None, inputs_embeds=torch.zeros(1, 3, 8))
+    with pytest.raises(TypeError, match="must be a torch.nn.Module"):
+        ModuleRecording(object())
+
+
+def test_the_command_line_takes_a_candidate_model(capsys):
+    code = main(["check", f"{EXAMPLE}:hooked_generate", "--against", "llada", "--model", "tiny-llada",
+                 "--candidate-model", OWN, "--trials", "5", "--quiet", "--no-knobs"])
+    assert code == 0 and "candidate ran on its own model" in capsys.readouterr().out
+    code = main(["check", f"{EXAMPLE}:hooked_generate", "--against", "llada", "--model", "tiny-llada",
+                 "--candidate-model", f"{EXAMPLE}:load_scaled", "--trials", "5", "--quiet"])
+    assert code == 2 and "beyond the measured rounding" in capsys.readouterr().err
