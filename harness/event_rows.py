@@ -1,11 +1,11 @@
 """The rows of the decoders with revocable commits in the exactness table (spec/exactness.md E2): WINO (spec/wino.md
 WN8, official defaults threshold 0.6, threshold_back 0.9) and the editing sampler (spec/editing.md ED8, official
 defaults threshold 0.95, editing_threshold 0.9). Each prompt is decoded alone (neither takes padding) by the
-reference and by a variant. The match is the share of prompts with the same event sets step by step (compare_traces on event traces);
-the logit error is the largest difference between the variant's call k and the reference's call k, at the
-positions the variant computed, over the calls up to their first divergent step (the same canvas on both
-sides); tokens per step are generated positions per forward (revoked drafts do not count twice). Rows are plain
-dicts of the table's Row fields.
+reference and by a variant. The match is the share of prompts with the same event sets step by step
+(compare_traces on event traces); the logit error is the largest difference between the variant's call k and
+the reference's call k, at the positions the variant computed, over the calls up to their first divergent step
+(the same canvas on both sides); tokens per step are generated positions per forward (revoked drafts do not
+count twice). Rows are plain dicts of the table's Row fields.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def preflight_canvases(model) -> torch.Tensor:
     """Two canvases [2, L]: seeded random tokens (no mask) with their second half masked, and all masks."""
     length = min(PREFLIGHT_LENGTH, getattr(model, "max_length", PREFLIGHT_LENGTH))
     mask_id, vocab = model.special.mask_id, model.vocab_size
-    tokens = torch.randint(0, vocab - 1, (length,), generator=torch.Generator().manual_seed(0))  # [L]
+    tokens = torch.randint(0, vocab - 1, (length,), generator=torch.Generator().manual_seed(0), device="cpu")  # [L]
     tokens = tokens + (tokens >= mask_id).long()  # skip the mask id
     tokens[length // 2:] = mask_id
     return torch.stack([tokens, torch.full_like(tokens, mask_id)]).to(model.device)  # [2, L]

@@ -172,6 +172,21 @@ def test_check_models_tie_twin_tokens_exactly():
         assert (logits[..., load_check_model(name).special.mask_id] == -torch.inf).all()
 
 
+def test_a_copy_of_a_check_model_computes_on_its_own_weights():
+    """EC4's mask ban survives copy.deepcopy: a float64 copy (the precision reruns of spec E3 and EC9) computes in
+    float64 on its own weights, still never proposing the mask, and differs from the original by rounding."""
+    import copy
+
+    for name in ("tiny-llada", "tiny-dream"):
+        model = load_check_model(name)
+        x = torch.randint(0, 90, (2, 7), generator=torch.Generator().manual_seed(0))
+        higher = copy.deepcopy(model).to(torch.float64)
+        low, high = model(x).logits, higher(x).logits
+        assert high.dtype == torch.float64 and (high[..., model.special.mask_id] == -torch.inf).all(), name
+        finite = torch.isfinite(low)
+        assert 0 < (low[finite].double() - high[finite]).abs().max() < 1e-4, name
+
+
 # ------------------------------------------------------------------ check_decoder on the examples
 def test_the_correct_example_passes():
     result = check_decoder(load_candidate(f"{EXAMPLE}:generate"), max_examples=100, **DUAL)

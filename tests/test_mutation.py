@@ -44,7 +44,7 @@ def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
 
 def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
-    assert len(every) == len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE)
+    assert len(every) == len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}
