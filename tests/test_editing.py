@@ -287,3 +287,45 @@ def test_the_optimized_decoder_refuses_bad_arguments(models):
         optimized_editing.generate(models["llada"], torch.tensor([[5]]), 4, 2, cache="dual")
     with pytest.raises(ValueError, match="threshold"):
         optimized_editing.generate(models["llada"], torch.tensor([[5]]), threshold=2.0)
+
+
+@pytest.mark.parametrize("post, queries, calls", [(0, [4, 4, 2, 4, 2], 5), (1, [4, 2, 2, 2, 2, 2, 2, 2], 8)])
+def test_the_block_cache_recomputes_from_the_first_changed_block(models, post, queries, calls):
+    """ED8's counters by hand: prompt 3, blocks of 2, 5 new tokens (canvas 8, blocks 1-3), one commit per step
+    (threshold 1 is never exceeded) and no edits (editing_threshold 1). The first forward computes [0, 4) (a full
+    forward). With max_post_steps 0 a block ends at the step that fills it, so the next block's first forward
+    starts at the changed block (4 queries); with 1 the post-step forward saw the final block, so every later
+    forward computes its own block only (2 queries)."""
+    seen = []
+    model = models["llada"]
+
+    class Logged:
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+        def raw_forward(self, tokens, rope_pos, **options):
+            seen.append(tokens.shape[1])
+            return model.raw_forward(tokens, rope_pos, **options)
+
+    out = optimized_editing.generate(Logged(), torch.tensor([[5, 6, 7]]), max_new_tokens=5, block_size=2,
+                                     threshold=1.0, editing_threshold=1.0, max_post_steps=post)
+    assert seen == queries and out.counters.query_positions == sum(queries)
+    assert (out.counters.model_calls, out.counters.full_forwards) == (calls, 1)
+    assert out.canvas[0].tolist() == generate(model, torch.tensor([[5, 6, 7]]), max_new_tokens=5, block_size=2,
+                                              threshold=1.0, editing_threshold=1.0,
+                                              max_post_steps=post).canvas[0].tolist()
+
+
+def test_a_block_that_ends_at_its_forward_limit_is_not_stalled(models):
+    """ED5-ED6: with max_forwards 1 and max_post_steps 0, blocks of one mask end after their one forward (the
+    post-step test comes before the limit); both decoders finish, one forward per block, and agree."""
+    settings = dict(max_new_tokens=4, block_size=1, threshold=0.5, editing_threshold=0.9, max_post_steps=0,
+                    max_forwards=1)
+    prompt = torch.tensor([[5, 6]])
+    ours = generate(models["llada"], prompt, **settings)
+    assert ours.forwards == [4] and MASK not in ours.canvas[0].tolist()
+    for cache in optimized_editing.CACHES:
+        fast = optimized_editing.generate(models["llada"], prompt, **settings, cache=cache)
+        assert fast.canvas.tolist() == ours.canvas.tolist() and fast.forwards == ours.forwards
+    with pytest.raises(DecodeStalled, match="max_forwards"):  # one forward short of a block of two masks
+        optimized_editing.generate(models["llada"], prompt, **{**settings, "block_size": 2, "threshold": 1.0})
