@@ -9,6 +9,12 @@ veridec's own load of the same weights:
         --candidate-model examples/own_model.py:load
 
 ``load_scaled`` is the same model with its logits scaled by 1.001: the preflight refuses it (beyond rounding).
+``prompt_feature_cache`` is an approximate cache in dLLM-Cache's manner: forward hooks on every layer keep the
+prompt positions' layer outputs from a refresh every ``refresh`` forwards and hand them back in between, so the
+prompt's features go stale as the response fills in; tier A measures what that changes (its calls' drift):
+
+    veridec check examples/own_model.py:prompt_feature_cache --against llada --model tiny-llada \
+        --candidate-model examples/own_model.py:load --tier A
 """
 
 from types import SimpleNamespace
@@ -54,3 +60,30 @@ def hooked_generate(model, prompt, steps=128, gen_length=128, block_length=128, 
         handle.remove()
     assert len(seen) == steps, f"the hook saw {len(seen)} layer calls for {steps} steps"
     return out
+
+
+def prompt_feature_cache(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0,
+                         remasking="low_confidence", mask_id=126336, refresh=4):
+    """LLaDA's sampler with the prompt's layer outputs recomputed only every ``refresh`` forwards (1: exact)."""
+    forwards, kept = [0], {}
+
+    def count(module, args):
+        forwards[0] += 1
+
+    def stale_prompt(layer):
+        def hook(module, args, output):
+            hidden, weights = output  # [B, L, hidden]
+            if (forwards[0] - 1) % refresh == 0 or layer not in kept:
+                kept[layer] = hidden[:, : prompt.shape[1]].detach().clone()
+                return output
+            return torch.cat([kept[layer], hidden[:, prompt.shape[1]:]], dim=1), weights
+
+        return hook
+
+    handles = [model.register_forward_pre_hook(count)]
+    handles += [block.register_forward_hook(stale_prompt(i)) for i, block in enumerate(model.layers)]
+    try:
+        return llada_generate(model, prompt, steps, gen_length, block_length, temperature, remasking, mask_id)
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -224,20 +224,37 @@ def _events_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch
 
 
 LOWER_IS_WORSE = ("exact_rate", "mean_token_match", "commit_order_match")
-HIGHER_IS_WORSE = ("max_logit_error", *(f"candidate_{name}" for name in COST_FIELDS))
+HIGHER_IS_WORSE = ("max_logit_error", "drift_p50", "drift_p99", *(f"candidate_{name}" for name in COST_FIELDS))
+
+
+def _drift_quantiles(drifts: list[float]) -> dict:
+    """The median and 99th percentile (linear interpolation, an infinite drift kept infinite) of the calls'
+    drifts; None without any."""
+    if not drifts:
+        return {"drift_p50": None, "drift_p99": None}
+    values = sorted(drifts)
+
+    def quantile(q: float) -> float:
+        where = q * (len(values) - 1)
+        low, high, part = values[math.floor(where)], values[math.ceil(where)], where - math.floor(where)
+        return low if part == 0 or low == high else low + (high - low) * part
+
+    return {"drift_p50": quantile(0.5), "drift_p99": quantile(0.99)}
 
 
 def case_metrics(outcomes: list[CaseOutcome]) -> dict:
     """Tier A's measures over the cases run (spec EC3): the share exact (or a numeric tie), the mean token match,
     the mean commit-order match (share of rows), the largest logit error of the candidate's cached calls against
-    full forwards (None: it made none, or it was not measured), and each side's mean counters (N8)."""
+    full forwards (None: it made none, or it was not measured), on the candidate's own model the median and 99th
+    percentile of its calls' drift (spec EC9; None elsewhere), and each side's mean counters (N8)."""
     mean = lambda values: sum(values) / len(values) if values else None
     orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
     errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
     metrics = {"cases": len(outcomes),
                "exact_rate": mean([o.verdict in ("exact", "tie", "upstream") for o in outcomes]),
                "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
-               "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None)}
+               "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None),
+               **_drift_quantiles([d for o in outcomes for d in (o.candidate.drift or [])])}
     for side in ("target", "candidate"):
         counters = [getattr(o, side).counters for o in outcomes if getattr(o, side).counters is not None]
         metrics.update({f"{side}_{name}": mean([getattr(c, name) for c in counters]) for name in COST_FIELDS})

@@ -64,6 +64,7 @@ class Side:
     hook_calls: list = field(default_factory=list)  # Dream's hooks: (name, step, logits is None) per call
     seconds: float | None = None  # the target's wall-clock time on the case
     timed_out: bool = False  # the candidate ran past its time limit (its failure is not shrunk)
+    drift: list | None = None  # tier A on its own model (spec EC9): per full call, its logits' drift from veridec's
 
 
 def case_tensors(case: dict, model) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -123,7 +124,7 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
     time limit (``guard.candidate_limit``) and unable to end the process; any failure of foreign code is its
     Side's ``error``."""
     own = setup.candidate_model is not None
-    recording = ModuleRecording(setup.candidate_model, limit=limit) if own else \
+    recording = ModuleRecording(setup.candidate_model, limit=limit, keep_logits=measure_logits) if own else \
         RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)
     seconds = candidate_limit(setup.case_timeout, target_seconds)
     torch.manual_seed(case["seed"])
@@ -131,7 +132,10 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
         with guarded(seconds):
             side = run_own(setup, recording, prompt, mask, case) if own else \
                 run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case, setup.convention)
-        if measure_logits and not own and side.trace is not None:  # the trace places the commits the errors need
+        if measure_logits and own:  # what a cache inside the user's model changed, call by call
+            side.drift = recording.drift(adapt(setup.model, setup.convention))
+            side.logit_error = max(side.drift, default=None)
+        elif measure_logits and side.trace is not None:  # the trace places the commits the errors need
             side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
         return side
     except CallLimitExceeded:

@@ -118,3 +118,41 @@ def test_the_command_line_takes_a_candidate_model(capsys):
     code = main(["check", f"{EXAMPLE}:hooked_generate", "--against", "llada", "--model", "tiny-llada",
                  "--candidate-model", f"{EXAMPLE}:load_scaled", "--trials", "5", "--quiet"])
     assert code == 2 and "beyond the measured rounding" in capsys.readouterr().err
+
+
+def _feature_cache(refresh: int):
+    cache = load_candidate(f"{EXAMPLE}:prompt_feature_cache")
+
+    def generate(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0,
+                 remasking="low_confidence", mask_id=126336):
+        return cache(model, prompt, steps, gen_length, block_length, temperature, remasking, mask_id, refresh=refresh)
+
+    return generate
+
+
+def test_tier_a_measures_the_drift_of_a_cache_inside_the_model():
+    """EC9, tier A: a hook-based prompt-feature cache on its own model; refreshed every forward it drifts by
+    nothing (the negative control: the measure is not noise), refreshed every 4th its calls drift (p99 > 0,
+    max = max_logit_error) and tier E fails it; a baseline of the exact cache gates the stale one."""
+    run = dict(model="tiny-llada", tier="A", max_examples=12, candidate_model=OWN, knobs=False)
+    exact = check_decoder(_feature_cache(1), "llada", **run)
+    assert exact.passed and exact.metrics["exact_rate"] == 1.0
+    assert (exact.metrics["drift_p50"], exact.metrics["drift_p99"], exact.metrics["max_logit_error"]) == (0, 0, 0)
+    stale = check_decoder(_feature_cache(4), "llada", **run)
+    assert stale.metrics["drift_p99"] > 1e-3 and stale.metrics["max_logit_error"] >= stale.metrics["drift_p99"]
+    assert stale.metrics["exact_rate"] < 1
+    gated = check_decoder(_feature_cache(4), "llada", **run, baseline=exact.metrics)
+    assert not gated.passed
+    strict = check_decoder(_feature_cache(4), "llada", model="tiny-llada", max_examples=50, candidate_model=OWN,
+                           knobs=False)
+    assert not strict.passed and "commit order differs" in strict.markdown()
+
+
+def test_drift_quantiles_interpolate_and_keep_infinity():
+    from veridec.testing.exact import _drift_quantiles
+
+    assert _drift_quantiles([]) == {"drift_p50": None, "drift_p99": None}
+    assert _drift_quantiles([3.0, 1.0, 2.0]) == {"drift_p50": 2.0, "drift_p99": pytest.approx(2.98)}
+    assert _drift_quantiles([0.0, 1.0]) == {"drift_p50": 0.5, "drift_p99": pytest.approx(0.99)}
+    assert _drift_quantiles([0.0] * 99 + [float("inf")])["drift_p99"] == float("inf")
+    assert _drift_quantiles([0.0] * 99 + [float("inf")])["drift_p50"] == 0.0

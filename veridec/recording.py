@@ -25,6 +25,7 @@ with the commits of that call and later masked again (the trace's placement).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -210,21 +211,49 @@ class ModuleRecording(RecordingModel):
 
     A call's canvas is ``input_ids`` (the first positional argument or the keyword). A call with the keyword
     ``past_key_values`` is a cached call whose positions the module does not show: it counts, but the trace is
-    then counters only. A call without a canvas (``inputs_embeds``) is refused by name."""
+    then counters only. A call without a canvas (``inputs_embeds``) is refused by name. ``keep_logits``: keep
+    each call's returned logits (``.logits``, the first item or the tensor) for ``drift``."""
 
-    def __init__(self, module, limit: int | None = None):
+    def __init__(self, module, limit: int | None = None, keep_logits: bool = False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"candidate_model must be a torch.nn.Module (its forward is what gets recorded), got "
                             f"{type(module).__name__}")
-        super().__init__(module, limit)
-        self._hook = None
+        super().__init__(module, limit, keep_logits)
+        self._hooks = []
 
     def __enter__(self) -> "ModuleRecording":
-        self._hook = self.model.register_forward_pre_hook(self._log, with_kwargs=True)
+        self._hooks = [self.model.register_forward_pre_hook(self._log, with_kwargs=True)]
+        if self.keep_logits:
+            self._hooks.append(self.model.register_forward_hook(self._keep, with_kwargs=True))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._hook.remove()
+        for hook in self._hooks:
+            hook.remove()
+
+    def _keep(self, module, args, kwargs, output) -> None:
+        logits = getattr(output, "logits", output[0] if isinstance(output, (tuple, list)) else output)
+        if isinstance(logits, torch.Tensor):
+            self.calls[-1].logits = logits.detach().cpu()
+
+    @torch.no_grad()
+    def drift(self, reference) -> list[float]:
+        """Per full call that kept its logits, the largest |difference| (float64, finite entries; inf where one
+        side alone is finite) between them and ``reference(x).logits`` on the canvas the call was fed: what a
+        feature cache inside the model changed (``reference``: the model without it, e.g. veridec's behind the
+        same convention)."""
+        found = []
+        for call in self.calls:
+            if call.kind != "full" or call.logits is None:
+                continue
+            want = reference(call.tokens.to(reference.device)).logits.detach().cpu().double()  # [B, L, V]
+            got = call.logits.double()
+            if want.shape != got.shape or not torch.equal(torch.isfinite(want), torch.isfinite(got)):
+                found.append(math.inf)
+                continue
+            finite = torch.isfinite(want)
+            found.append((want[finite] - got[finite]).abs().max().item() if finite.any() else 0.0)
+        return found
 
     def _log(self, module, args, kwargs) -> None:
         x = args[0] if args else kwargs.get("input_ids")
