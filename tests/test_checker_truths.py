@@ -309,3 +309,26 @@ def test_every_adapter_takes_the_canvas_by_keyword():
     prefix = [(k[:, :, :3], v[:, :, :3]) for k, v in cached(x, use_cache=True).past_key_values]
     assert torch.equal(cached(input_ids=x[:, 3:], past_key_values=prefix).logits,
                        cached(x[:, 3:], past_key_values=prefix).logits)
+
+
+def test_a_candidate_that_calls_by_keyword_is_checked():
+    """Issue 24's keyword calls end to end: a greedy decoder calling model(input_ids=x) passes against llada,
+    and the same decoder committing two tokens per step fails (the keyword path records every call)."""
+    from veridec.testing import check_decoder
+
+    def keyword(model, prompt, steps=4, gen_length=4, block_length=4, mask_id=126336, per_step=1):
+        x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+        rows = torch.arange(x.shape[0])
+        for _ in range(gen_length // per_step):
+            confidence, token = model(input_ids=x).logits.softmax(dim=-1).max(dim=-1)  # [B, L] each
+            for _ in range(per_step):
+                position = confidence.masked_fill(x != mask_id, -1.0).argmax(dim=1)  # [B]
+                x[rows, position] = token[rows, position]
+        return x
+
+    settings = {"steps": 4, "gen_length": 4, "block_length": 4, "temperature": 0.0, "remasking": "low_confidence"}
+    assert check_decoder(keyword, "llada", model="tiny-llada", settings=settings, max_examples=10, knobs=False).passed
+    twice = lambda model, prompt, steps=4, gen_length=4, block_length=4, mask_id=126336: keyword(  # noqa: E731
+        model, prompt, steps, gen_length, block_length, mask_id, per_step=2)
+    assert not check_decoder(twice, "llada", model="tiny-llada", settings=settings, max_examples=10,
+                             knobs=False).passed
