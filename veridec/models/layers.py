@@ -12,9 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 
+HALF_PRECISIONS = (torch.float16, torch.bfloat16)
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float32 for half precisions, the dtype itself for float32/float64."""
-    return torch.promote_types(dtype, torch.float32)
+    """float32 for half precisions, the dtype itself for float32/float64 (``torch.promote_types(dtype,
+    float32)`` for floating dtypes, without dispatching an operator per call)."""
+    return torch.float32 if dtype in HALF_PRECISIONS else dtype
 
 
 class RMSNorm(nn.Module):
@@ -56,8 +60,9 @@ def attend(
     Returns out [B, H, Q, D] and, when ``need_weights``, the probabilities [B, H, Q, Lk].
     """
     groups = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(groups, dim=1)  # [B, H, Lk, D]
-    v = v.repeat_interleave(groups, dim=1)  # [B, H, Lk, D]
+    if groups > 1:  # one query head per K/V head (LLaDA-8B): no copy of the keys and values
+        k = k.repeat_interleave(groups, dim=1)  # [B, H, Lk, D]
+        v = v.repeat_interleave(groups, dim=1)  # [B, H, Lk, D]
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
     scores = (q @ k.transpose(-2, -1)).to(compute_dtype(q.dtype)) * q.shape[-1] ** -0.5  # [B, H, Q, Lk]

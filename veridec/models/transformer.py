@@ -205,8 +205,9 @@ class BidirectionalTransformer(nn.Module):
         cos, sin = rope_cos_sin(rope_pos, self.cfg.head_dim, self.cfg.rope_theta)
         h = self.embed(tokens)  # [B, Q, hidden]
         attentions = []
+        rows = None if slots is None else torch.arange(slots.shape[0], device=slots.device)[:, None]  # [B, 1]
         for i, layer in enumerate(self.layers):
-            h, weights = layer(h, cos, sin, self._kv_store(cache, i, slots), bias, output_attentions)
+            h, weights = layer(h, cos, sin, self._kv_store(cache, i, slots, rows), bias, output_attentions)
             attentions.append(weights)
         if cache is not None and slots is not None:
             cache.writes += slots.numel()
@@ -215,12 +216,12 @@ class BidirectionalTransformer(nn.Module):
         return PredictorOutput(logits, tuple(attentions) if output_attentions else None)
 
     @staticmethod
-    def _kv_store(cache: KVCache | None, layer: int, slots):
+    def _kv_store(cache: KVCache | None, layer: int, slots, rows):
+        """How a layer's new keys and values meet the cache; ``rows`` [B, 1] index the cache's rows for ``slots``."""
         if cache is None:
             return lambda k, v: (k, v)
         if slots is None:
             return lambda k, v: (torch.cat([cache.keys[layer], k], 2), torch.cat([cache.values[layer], v], 2))
-        rows = torch.arange(slots.shape[0], device=slots.device)[:, None]  # [B, 1]
 
         def write(k, v):  # k, v [B, Hkv, Q, D] -> cache entries [B, Q, Hkv, D] at (row, slot)
             cache.keys[layer][rows, :, slots] = k.transpose(1, 2)
