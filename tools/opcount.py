@@ -111,12 +111,16 @@ def measure(fastdllm: Path | None) -> dict:
     return result
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fastdllm", type=Path, default=None, help="the official llada/ folder (generate.py, model/)")
     parser.add_argument("--source", default=None, help="where the official files come from (repository commit)")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     result = measure(args.fastdllm)
     if args.source:
         result["config"]["official_source"] = args.source
