@@ -57,6 +57,15 @@ def add_parser(commands) -> None:
     chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
                      help="run the candidate on your own model object, returned by FACTORY (called with --model "
                           "when it takes an argument); veridec's decoder runs on --model (spec EC9)")
+    chk.add_argument("--hf-model", action="store_true",
+                     help="run the candidate on --model's folder loaded with transformers' auto classes (spec EC9)")
+    chk.add_argument("--trust-remote-code", action="store_true",
+                     help="with --hf-model: run modelling code shipped in the folder (never by default)")
+    chk.add_argument("--agreement-top-k", type=integer(1, 1_000_000), default=None, metavar="K",
+                     help="tier A: vLLM's token-agreement rule, each side's token in the other's top-K at the first "
+                          "divergent position (spec EC10)")
+    chk.add_argument("--agreement-max-gap", type=number(1e-12), default=None, metavar="NATS",
+                     help="tier A, with --agreement-top-k: the largest log-probability gap allowed there")
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
@@ -81,7 +90,8 @@ def run_check_command(args) -> int:
                                alpha=0.01 if args.alpha is None else args.alpha,
                                delta=0.05 if args.delta is None else args.delta, samples=args.samples,
                                upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
-                               case_timeout=args.case_timeout, candidate_model=args.candidate_model)
+                               case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
+                               trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
     except (CandidateError, ValueError) as err:
         raise UsageError(str(err)) from err
     report = result.markdown()
@@ -97,6 +107,24 @@ def run_check_command(args) -> int:
         write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
         print(f"baseline written to {args.baseline}")
     return 0 if result.passed else 1
+
+
+def _candidate_model(args) -> str | None:
+    """--candidate-model FILE.py:FACTORY, or "hf" for --hf-model (not both; --trust-remote-code only with it)."""
+    if args.hf_model and args.candidate_model is not None:
+        raise UsageError("--hf-model and --candidate-model both name the candidate's model: give one")
+    if args.trust_remote_code and not args.hf_model:
+        raise UsageError("--trust-remote-code applies with --hf-model only")
+    return "hf" if args.hf_model else args.candidate_model
+
+
+def _agreement(args) -> dict | None:
+    if args.agreement_max_gap is not None and args.agreement_top_k is None:
+        raise UsageError("--agreement-max-gap needs --agreement-top-k (the rule's other half)")
+    if args.agreement_top_k is None:
+        return None
+    gap = float("inf") if args.agreement_max_gap is None else args.agreement_max_gap
+    return {"top_k": args.agreement_top_k, "max_gap": gap}
 
 
 def _parse_case(text: str | None) -> dict | None:
@@ -116,6 +144,8 @@ def _check_tier_flags(args, tier) -> None:
              if value is not None]
     if given and not tier.sampled:
         raise UsageError(f"{', '.join(given)} apply to --tier S only, not --tier {tier.letter}")
+    if args.agreement_top_k is not None and not tier.uses_baseline:
+        raise UsageError(f"--agreement-top-k applies to --tier A only, not --tier {tier.letter}")
 
 
 def _read_baseline(path: Path | None) -> dict | None:

@@ -22,6 +22,7 @@ from hypothesis.errors import HypothesisException
 from veridec.adapters import adapt
 from veridec.rules.common import TIES, check_choice
 
+from .agreement import Agreement
 from .candidates import fit_candidate
 from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE, CaseOutcome
 from .exact_law import check_law_target, is_oracle, oracle_cases
@@ -71,6 +72,7 @@ class CheckResult:
     case_timeout: float | None = None  # seconds per candidate call when given (else derived per case)
     candidate_model: str | None = None  # the user's own model the candidate ran on (spec EC9): its factory or type
     model_difference: float | None = None  # its preflight logit difference from veridec's model
+    agreement: str | None = None  # tier A: vLLM's token-agreement rule when asked for (spec EC10), in words
 
     def to_dict(self) -> dict:
         return result_dict(self)
@@ -85,7 +87,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
                   ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
                   upstream_defects: str = "match", knobs: bool = True,
-                  case_timeout: float | None = None, candidate_model=None) -> CheckResult:
+                  case_timeout: float | None = None, candidate_model=None, trust_remote_code: bool = False,
+                  agreement: Agreement | dict | None = None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -104,7 +107,10 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     ``candidate_model`` (spec EC9): the candidate runs on this model object instead (a ``torch.nn.Module``, or
     "FILE.py:FACTORY" naming a function that returns one, called with ``model`` when that is
     a name or folder and it takes an argument), recorded at its top-level forward; the target runs on ``model``;
-    a preflight refuses a model whose logits differ beyond rounding and makes the difference the numeric error.
+    a preflight refuses a model whose weights or logits differ and makes the logit difference the numeric error;
+    "hf" loads ``model``'s folder with transformers' auto classes (its own modelling code only with
+    ``trust_remote_code=True``). ``agreement`` (tier A, spec EC10): vLLM's token-agreement rule, an ``Agreement``
+    or ``{"top_k": k, "max_gap": nats}``; every case must agree at its first divergent position.
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     mode = tier_named(tier)
     max_examples = mode.default_cases if max_examples is None else max_examples
@@ -118,7 +124,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     baseline = None if baseline is None or not mode.uses_baseline else checked_baseline(baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
-    own, own_label = own_model(candidate_model, model_source)
+    rule = _agreement_rule(agreement, mode)
+    own, own_label = own_model(candidate_model, model_source, trust_remote_code)
     difference = None if own is None else preflight(own, model, convention)
     numeric_error = numeric_error if difference is None else max(numeric_error, difference)
     exact_law = mode.sampled and is_oracle(model)
@@ -127,14 +134,17 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
                          None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects,
-                         case_timeout=case_timeout, candidate_model=own_label, model_difference=difference)
+                         case_timeout=case_timeout, candidate_model=own_label, model_difference=difference,
+                         agreement=None if rule is None else rule.describe())
     level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, ties, numeric_error, mode.measures_logits,
-                       level, samples, delta, progress, upstream_defects, case_timeout, own)
+                       level, samples, delta, progress, upstream_defects, case_timeout, own, rule)
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, progress, case)
     if mode.uses_baseline:
         _judge_against_baseline(result, baseline)
+    if rule is not None and result.metrics.get("agreement_failures"):
+        result.passed = False
     if knobs and case is None and not mode.sampled:
         _judge_knobs(result, knob_findings(setup, strategy, names, seed))
     if result.failure is not None:
@@ -177,6 +187,22 @@ def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta,
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if not (isinstance(numeric_error, (int, float)) and math.isfinite(numeric_error) and numeric_error >= 0):
         raise ValueError(f"numeric_error must be a finite number >= 0, got {numeric_error!r}")
+
+
+def _agreement_rule(agreement, mode: Tier) -> Agreement | None:
+    """``agreement`` as an Agreement (tier A only); a dict is read with its two keys."""
+    if agreement is None:
+        return None
+    if not mode.uses_baseline:
+        raise ValueError(f"agreement (vLLM's token-agreement rule) applies to tier A only, not tier {mode.letter}")
+    if isinstance(agreement, dict):
+        unknown = sorted(set(agreement) - {"top_k", "max_gap"})
+        if unknown:
+            raise ValueError(f"agreement: unknown key(s) {unknown}; it takes top_k and max_gap")
+        return Agreement(**agreement)
+    if not isinstance(agreement, Agreement):
+        raise ValueError(f"agreement must be None, an Agreement or a dict, got {type(agreement).__name__}")
+    return agreement
 
 
 def _check_timeout(case_timeout) -> None:

@@ -18,6 +18,7 @@ import torch
 from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
 
+from .agreement import agreement_at_divergence
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
 from .upstream import UpstreamDefect, defect_of
 
@@ -35,6 +36,7 @@ class CaseOutcome:
     token_match: float | None = None
     commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
     defect: UpstreamDefect | None = None  # where the official code fails or deviates on this case
+    agreement: dict | None = None  # tier A with vLLM's rule (spec EC10): its verdict at the first divergence
 
     @property
     def failed(self) -> bool:
@@ -65,6 +67,8 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
         _compare(outcome, model, prompt, mask, setup.numeric_error)
     else:
         _judge_at_defect(outcome, model, prompt, mask, setup)
+    if setup.agreement is not None and theirs.error is None and outcome.verdict != "upstream":
+        outcome.agreement = agreement_at_divergence(setup.agreement, model, prompt, mask, ours, theirs)
     return outcome
 
 
@@ -223,7 +227,7 @@ def _events_before(final: torch.Tensor, trace, step: int, mask_id: int) -> torch
     return canvas
 
 
-LOWER_IS_WORSE = ("exact_rate", "mean_token_match", "commit_order_match")
+LOWER_IS_WORSE = ("exact_rate", "mean_token_match", "commit_order_match", "agreement_rate")
 HIGHER_IS_WORSE = ("max_logit_error", "drift_p50", "drift_p99", *(f"candidate_{name}" for name in COST_FIELDS))
 
 
@@ -242,11 +246,32 @@ def _drift_quantiles(drifts: list[float]) -> dict:
     return {"drift_p50": quantile(0.5), "drift_p99": quantile(0.99)}
 
 
+def _drift_by_call(drifts: list[list[float]]) -> dict:
+    """Per call index (the decode's steps, on the user's model), the largest drift over the cases; nothing
+    without drift."""
+    if not drifts:
+        return {}
+    return {"drift_by_call": [max(d[k] for d in drifts if k < len(d)) for k in range(max(map(len, drifts)))]}
+
+
+def _agreement_metrics(outcomes: list[CaseOutcome]) -> dict:
+    """With vLLM's rule (spec EC10): the share of the cases it could place that agree, how many it could not
+    place, and the first three disagreements; nothing without the rule."""
+    found = [o for o in outcomes if o.agreement is not None]
+    if not found:
+        return {}
+    placed = [o for o in found if o.agreement["agrees"] is not None]
+    failures = [{"case": o.case, **o.agreement} for o in placed if not o.agreement["agrees"]]
+    return {"agreement_rate": sum(o.agreement["agrees"] for o in placed) / len(placed) if placed else None,
+            "agreement_unplaced": len(found) - len(placed), "agreement_failures": failures[:3]}
+
+
 def case_metrics(outcomes: list[CaseOutcome]) -> dict:
     """Tier A's measures over the cases run (spec EC3): the share exact (or a numeric tie), the mean token match,
     the mean commit-order match (share of rows), the largest logit error of the candidate's cached calls against
     full forwards (None: it made none, or it was not measured), on the candidate's own model the median and 99th
-    percentile of its calls' drift (spec EC9; None elsewhere), and each side's mean counters (N8)."""
+    percentile of its calls' drift and the largest drift at each call index (spec EC9; None elsewhere), with
+    vLLM's rule its agreement (EC10), and each side's mean counters (N8)."""
     mean = lambda values: sum(values) / len(values) if values else None
     orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
     errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
@@ -254,7 +279,9 @@ def case_metrics(outcomes: list[CaseOutcome]) -> dict:
                "exact_rate": mean([o.verdict in ("exact", "tie", "upstream") for o in outcomes]),
                "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
                "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None),
-               **_drift_quantiles([d for o in outcomes for d in (o.candidate.drift or [])])}
+               **_drift_quantiles([d for o in outcomes for d in (o.candidate.drift or [])]),
+               **_drift_by_call([o.candidate.drift for o in outcomes if o.candidate.drift]),
+               **_agreement_metrics(outcomes)}
     for side in ("target", "candidate"):
         counters = [getattr(o, side).counters for o in outcomes if getattr(o, side).counters is not None]
         metrics.update({f"{side}_{name}": mean([getattr(c, name) for c in counters]) for name in COST_FIELDS})

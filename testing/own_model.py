@@ -8,6 +8,7 @@ of its logits against a copy one precision up); that difference is then the nume
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 import math
 
@@ -24,12 +25,20 @@ class CandidateModelMismatch(ValueError):
     not answer ``model(x)`` with logits."""
 
 
-def own_model(candidate_model, model_source: str | None) -> tuple[torch.nn.Module | None, str | None]:
-    """``candidate_model`` as (the module, its label): a module as given, or "FILE.py:FACTORY" loaded and
-    called (with ``model_source``, the name or folder of veridec's model, when the factory takes an argument
-    and there is one)."""
+HF = "hf"  # candidate_model's name for the model folder loaded with transformers' auto classes
+
+
+def own_model(candidate_model, model_source: str | None,
+              trust_remote_code: bool = False) -> tuple[torch.nn.Module | None, str | None]:
+    """``candidate_model`` as (the module, its label): a module as given, "FILE.py:FACTORY" loaded and called
+    (with ``model_source``, the name or folder of veridec's model, when the factory takes an argument and there
+    is one), or "hf": ``model_source``'s folder loaded with transformers (``load_hf_model``)."""
     if candidate_model is None:
         return None, None
+    if trust_remote_code and candidate_model != HF:
+        raise ValueError("trust_remote_code applies to candidate_model='hf' (--hf-model) only")
+    if candidate_model == HF:
+        return load_hf_model(model_source, trust_remote_code), HF + (" (remote code)" if trust_remote_code else "")
     label = type(candidate_model).__name__
     if isinstance(candidate_model, str):
         from .candidates import CandidateError, load_candidate
@@ -74,11 +83,67 @@ def logits_of(output) -> torch.Tensor:
     return logits
 
 
+def load_hf_model(folder, trust_remote_code: bool = False) -> torch.nn.Module:
+    """A checkpoint folder loaded with transformers: ``AutoModel`` where the config maps it (the official LLaDA and
+    Dream folders, whose modelling code ships in the folder and runs only with ``trust_remote_code``), else
+    ``AutoModelForCausalLM``; float32, eval mode, nothing downloaded. Errors name the folder and the remedy."""
+    from pathlib import Path
+
+    if not isinstance(folder, (str, Path)) or not Path(folder).is_dir():
+        raise ValueError(f"candidate_model='hf' (--hf-model) loads --model's checkpoint folder with transformers; "
+                         f"--model must be a folder, got {folder!r}")
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    options = dict(trust_remote_code=trust_remote_code, local_files_only=True)
+    try:
+        config = AutoConfig.from_pretrained(str(folder), **options)
+        auto_map = getattr(config, "auto_map", None) or {}
+        loader = AutoModel if "AutoModel" in auto_map else AutoModelForCausalLM
+        return loader.from_pretrained(str(folder), config=config, dtype=torch.float32, **options).eval()
+    except Exception as err:  # noqa: BLE001 - transformers' many failures, each named with the folder
+        if "trust_remote_code" in str(err) and not trust_remote_code:
+            raise ValueError(f"{folder}: its config asks for modelling code shipped in the folder (auto_map); it runs "
+                             "only with --trust-remote-code (trust_remote_code=True), never by default") from err
+        raise ValueError(f"{folder}: transformers could not load it ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from err
+
+
+def _digest(tensor: torch.Tensor) -> tuple:
+    """A tensor's identity by value: (shape, dtype, sha256 of its bytes)."""
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return tuple(tensor.shape), tensor.dtype, hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def _official_names(model) -> dict[str, str]:
+    """veridec's internal tensor name -> the checkpoint's official one (the internal name where none is known)."""
+    from veridec.models.layouts import LAYOUTS
+
+    layout, cfg = LAYOUTS.get(getattr(model, "family", None)), getattr(model, "cfg", None)
+    return {} if layout is None or cfg is None else layout.tensor_names(cfg)
+
+
+@torch.no_grad()
+def check_same_weights(candidate_model, model) -> None:
+    """Every weight of veridec's ``model`` must equal, value for value, some tensor of ``candidate_model``'s state
+    dict (names aside: layouts rename them), at that tensor's dtype (a model loaded in bfloat16 holds the rounded
+    float32 weights); raises CandidateModelMismatch naming the first weight found nowhere."""
+    theirs = [t for t in candidate_model.state_dict().values() if isinstance(t, torch.Tensor) and not t.is_meta]
+    found = {_digest(t) for t in theirs}
+    dtypes = {t.dtype for t in theirs if t.is_floating_point()}
+    names = _official_names(model)
+    for name, tensor in model.state_dict().items():
+        if not any(_digest(tensor.to(dtype)) in found for dtype in {tensor.dtype, *dtypes}):
+            raise CandidateModelMismatch(
+                f"candidate_model does not hold veridec's weights: none of its tensors equals {names.get(name, name)} "
+                f"{tuple(tensor.shape)} (compared by a digest of their values, names aside; load the same "
+                "checkpoint, with tensors neither fused nor transposed)")
+
+
 @torch.no_grad()
 def preflight(candidate_model, model, convention: str) -> float:
     """The largest |logit difference| between ``candidate_model`` and veridec's ``model`` (behind
-    ``convention``) on ``preflight_canvases``; raises CandidateModelMismatch, naming both numbers, when it
-    exceeds the measured rounding."""
+    ``convention``) on ``preflight_canvases``, once its output has that shape and ``check_same_weights`` holds;
+    raises CandidateModelMismatch, naming both numbers, when it exceeds the measured rounding."""
     x = preflight_canvases(model)
     ours = adapt(model, convention)(input_ids=x).logits  # [2, L, V]
     try:
@@ -90,6 +155,7 @@ def preflight(candidate_model, model, convention: str) -> float:
     if theirs.shape != ours.shape:
         raise CandidateModelMismatch(f"candidate_model returns logits {tuple(theirs.shape)} on a canvas "
                                      f"{tuple(x.shape)}; veridec's model returns {tuple(ours.shape)}")
+    check_same_weights(candidate_model, model)
     higher = copy.deepcopy(model).to(HIGHER.get(model.dtype, torch.float64))
     exact = adapt(higher, convention)(input_ids=x).logits  # [2, L, V]
     finite = torch.isfinite(ours) & torch.isfinite(exact)  # banned tokens (-inf) carry no rounding

@@ -41,6 +41,8 @@ def markdown(result) -> str:
     if result.candidate_model is not None:
         lines.append(f"- candidate ran on its own model `{result.candidate_model}` (preflight: logits within "
                      f"{result.model_difference:.3g} of veridec's model, the numeric error that excuses ties)")
+    if result.agreement is not None:
+        lines.append(f"- token agreement: {result.agreement}")
     if TIERS[result.tier].reports_metrics:
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
     if result.knobs:
@@ -157,6 +159,9 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
 
 def _own_model_lines(label: str, model_name: str) -> list[str]:
     """The reproducer's lines that rebuild the candidate's own model (spec EC9)."""
+    if label.startswith("hf"):
+        return ["from veridec.testing.own_model import load_hf_model",
+                f"candidate_model = load_hf_model({model_name!r}, trust_remote_code={label != 'hf'})"]
     if ":" not in label:
         return [f"candidate_model = ...  # your {label} object, as passed to check_decoder"]
     return ["from veridec.testing.own_model import own_model",
@@ -173,7 +178,9 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
         words[-2:-2] = ["--upstream-defects", result.upstream]
     if result.case_timeout is not None:
         words[-2:-2] = ["--case-timeout", str(result.case_timeout)]
-    if result.candidate_model is not None:
+    if result.candidate_model is not None and result.candidate_model.startswith("hf"):
+        words[-2:-2] = ["--hf-model"] + ([] if result.candidate_model == "hf" else ["--trust-remote-code"])
+    elif result.candidate_model is not None:
         words[-2:-2] = ["--candidate-model", result.candidate_model if ":" in result.candidate_model else
                         "FILE.py:FACTORY"]
     if TIERS[result.tier].sampled:

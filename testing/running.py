@@ -48,6 +48,7 @@ class CheckSetup:
     upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
     case_timeout: float | None = None  # seconds per candidate call; None: derived from the target's (spec EC8)
     candidate_model: object = None  # the user's own model the candidate runs on (spec EC9); None: ``model``
+    agreement: object = None  # tier A: vLLM's token-agreement rule (``agreement.Agreement``, spec EC10) or None
 
 
 @dataclass

@@ -12,7 +12,7 @@ from veridec.harness.cli import main
 from veridec.models import random_model
 from veridec.recording import ModuleRecording
 from veridec.testing import check_decoder, load_candidate, load_check_model
-from veridec.testing.own_model import CandidateModelMismatch, preflight
+from veridec.testing.own_model import CandidateModelMismatch, check_same_weights, preflight
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "own_model.py"
 OWN = f"{EXAMPLE}:load"
@@ -59,7 +59,8 @@ def test_models_that_are_not_the_same_function_are_refused(example):
     for candidate_model, says in [
             (f"{EXAMPLE}:load_scaled", "beyond the measured rounding"),
             (my_llada(random_model("llada", 5, num_layers=1, hidden_size=16, num_heads=2, num_kv_heads=1,
-                                   intermediate_size=24, vocab_size=model.vocab_size)), "beyond the measured rounding"),
+                                   intermediate_size=24, vocab_size=model.vocab_size)),
+             "does not hold veridec's weights"),
             (object(), "must be a torch.nn.Module"),
             (f"{EXAMPLE}:no_such_factory", "candidate_model: .*defines no function"),
             (f"{EXAMPLE}:hooked_generate", "candidate_model: .*raised TypeError")]:
@@ -156,3 +157,36 @@ def test_drift_quantiles_interpolate_and_keep_infinity():
     assert _drift_quantiles([0.0, 1.0]) == {"drift_p50": 0.5, "drift_p99": pytest.approx(0.99)}
     assert _drift_quantiles([0.0] * 99 + [float("inf")])["drift_p99"] == float("inf")
     assert _drift_quantiles([0.0] * 99 + [float("inf")])["drift_p50"] == 0.0
+
+
+def test_a_weight_changed_by_one_ulp_is_refused_by_its_digest(example):
+    """The digest sees what the preflight's two canvases cannot: one float32 step in one entry of the last layer's
+    MLP is refused naming the official tensor; the same weights in bfloat16 (rounded once) or float64 pass."""
+    _, my_llada = example
+    model = load_check_model("tiny-llada")
+    nudged = load_check_model("tiny-llada")
+    weight = nudged.layers[-1].mlp.down.weight
+    with torch.no_grad():
+        weight[0, 0] = torch.nextafter(weight[0, 0], torch.tensor(torch.inf))
+    with pytest.raises(CandidateModelMismatch, match=r"model\.transformer\.blocks\.1\.ff_out\.weight \(32, 64\)"):
+        check_same_weights(my_llada(nudged), model)
+    with pytest.raises(ValueError, match="does not hold veridec's weights"):
+        check_decoder(example[0], "llada", model=model, max_examples=1, candidate_model=my_llada(nudged))
+    check_same_weights(my_llada(load_check_model("tiny-llada").to(torch.bfloat16)), model)
+    check_same_weights(my_llada(load_check_model("tiny-llada").to(torch.float64)), model)
+    missing = torch.nn.Module()
+    missing.inner = torch.nn.ParameterList(list(load_check_model("tiny-llada").parameters())[:-1])
+    with pytest.raises(CandidateModelMismatch, match=r"lm_head|ff_out\.weight"):
+        check_same_weights(missing, model)
+
+
+def test_drift_is_reported_per_call():
+    """EC9: the largest drift at each call index over the cases; zero at every call when refreshed each forward,
+    and a call after the first refresh drifts when stale (the first call of every case is a refresh)."""
+    run = dict(model="tiny-llada", tier="A", max_examples=6, candidate_model=OWN, knobs=False)
+    exact = check_decoder(_feature_cache(1), "llada", **run)
+    assert exact.metrics["drift_by_call"] and set(exact.metrics["drift_by_call"]) == {0.0}
+    stale = check_decoder(_feature_cache(4), "llada", **run)
+    by_call = stale.metrics["drift_by_call"]
+    assert by_call[0] == 0.0 and max(by_call) == stale.metrics["max_logit_error"] > 0
+    assert all(by_call[k] == 0.0 for k in range(0, len(by_call), 4))  # every 4th call refreshes

@@ -1,0 +1,124 @@
+"""vLLM's token-agreement rule in tier A (spec/exactness.md EC10). The candidate is LLaDA's sampler whose first
+model call has each position's two best tokens swapped: it commits the same positions at step 0 (the confidence
+is the same largest probability), each with the second-best token, so at its first divergence the candidate's
+token ranks 1 under the target's distribution and the target's ranks 0 under the candidate's; the gap is the
+top-2 log-probability difference of veridec's full forward on the initial canvas."""
+
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from veridec.harness.cli import main
+from veridec.testing import check_decoder, load_check_model
+from veridec.testing.agreement import Agreement, _judge
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+from llada_sampler import generate as llada_generate  # noqa: E402
+
+sys.path.pop(0)
+EXAMPLE = f"{Path(__file__).parents[1] / 'examples' / 'llada_sampler.py'}:generate"
+RUN = dict(model="default", tier="A", max_examples=4, knobs=False, max_batch=1, padding=False,
+           settings={"temperature": 0.0, "remasking": "low_confidence"})  # greedy: tokens are choices, not draws
+
+
+class FirstCallSwapped:
+    """The model with the best two tokens' logits swapped at every position of its first call."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, 0
+
+    def __call__(self, x, **options):
+        logits = self.model(x, **options).logits.clone()  # [B, L, V]
+        self.calls += 1
+        if self.calls == 1:
+            top = logits.topk(2, dim=-1)
+            logits.scatter_(-1, top.indices, top.values.flip(-1))
+        return SimpleNamespace(logits=logits)
+
+
+def second_choice_first(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0,
+                        remasking="low_confidence", mask_id=126336):
+    return llada_generate(FirstCallSwapped(model), prompt, steps, gen_length, block_length, temperature, remasking,
+                          mask_id)
+
+
+def top2_gap(model, case: dict, position: int) -> float:
+    """log p(best) - log p(second) at ``position`` of veridec's full forward of the case's initial canvas."""
+    prompt = torch.tensor(case["prompt"])
+    canvas = torch.cat([prompt, torch.full((1, case["settings"]["gen_length"]), model.special.mask_id)], dim=1)
+    with torch.no_grad():
+        logp = model(canvas).logits[0, position].double().log_softmax(-1)
+    best = logp.topk(2).values
+    return (best[0] - best[1]).item()
+
+
+@pytest.fixture(scope="module")
+def strict():
+    return check_decoder(second_choice_first, "llada", agreement={"top_k": 1}, **RUN)
+
+
+def test_second_choices_fail_top_1_with_their_ranks_and_gap(strict):
+    assert not strict.passed and strict.metrics["agreement_rate"] == 0.0
+    assert strict.metrics["agreement_unplaced"] == 0
+    failure = strict.metrics["agreement_failures"][0]
+    assert failure["candidate_token_rank_in_target"] == 1 and failure["target_token_rank_in_candidate"] == 0
+    model = load_check_model("default")
+    assert failure["gap"] == pytest.approx(top2_gap(model, failure["case"], failure["position"]), rel=1e-9)
+    assert "top-1" in strict.markdown() and "no log-probability bound" in strict.markdown()
+
+
+def test_second_choices_agree_within_top_2_and_fail_a_smaller_gap(strict):
+    within = check_decoder(second_choice_first, "llada", agreement=Agreement(top_k=2), **RUN)
+    assert within.passed and within.metrics["agreement_rate"] == 1.0 and not within.metrics["agreement_failures"]
+    assert within.metrics["exact_rate"] < 1  # the tokens do differ: the rule, not equality, passed it
+    gaps = [f["gap"] for f in strict.metrics["agreement_failures"]]
+    bounded = check_decoder(second_choice_first, "llada", agreement=Agreement(top_k=2, max_gap=min(gaps) / 2), **RUN)
+    assert not bounded.passed and bounded.metrics["agreement_failures"]
+    assert f"log-probability gap <= {min(gaps) / 2:g}" in bounded.markdown()
+    loose = check_decoder(second_choice_first, "llada", agreement=Agreement(top_k=2, max_gap=max(gaps) * 2), **RUN)
+    assert loose.passed
+
+
+def test_an_exact_candidate_agrees_everywhere():
+    result = check_decoder(llada_generate, "llada", agreement={"top_k": 1, "max_gap": 1e-9}, **RUN)
+    assert result.passed and result.metrics["agreement_rate"] == 1.0 and result.metrics["exact_rate"] == 1.0
+
+
+def test_ranks_count_strictly_better_tokens_and_the_gap_is_the_larger_side():
+    target = torch.tensor([0.0, -1.0, -1.0, -3.0]).double()  # log-probabilities (need not normalise here)
+    candidate = torch.tensor([-2.0, -0.5, -4.0, -3.0]).double()
+    found = _judge(Agreement(top_k=2), 0, 5, 0, 2, {"target": target, "candidate": candidate})
+    assert found["candidate_token_rank_in_target"] == 1  # token 1 ties token 2: only token 0 is better
+    assert found["target_token_rank_in_candidate"] == 1 and found["gap"] == 1.0  # max(0 - (-1), -4 - (-2))
+    assert found["agrees"]
+    assert not _judge(Agreement(top_k=1), 0, 5, 0, 2, {"target": target, "candidate": candidate})["agrees"]
+    assert not _judge(Agreement(top_k=2, max_gap=0.999), 0, 5, 0, 2,
+                      {"target": target, "candidate": candidate})["agrees"]
+    assert _judge(Agreement(top_k=2, max_gap=1.0), 0, 5, 0, 2, {"target": target, "candidate": candidate})["agrees"]
+
+
+@pytest.mark.parametrize("bad, says", [
+    (dict(top_k=0), "top_k must be an integer >= 1"), (dict(top_k=True), "top_k must be an integer"),
+    (dict(top_k=2, max_gap=0), "max_gap must be a number of nats > 0"),
+    (dict(top_k=2, max_gap=math.nan), "max_gap must be a number")])
+def test_the_rule_refuses_bad_parameters(bad, says):
+    with pytest.raises(ValueError, match=says):
+        Agreement(**bad)
+
+
+def test_the_rule_is_tier_a_only_and_named_on_the_command_line(capsys):
+    with pytest.raises(ValueError, match="applies to tier A only, not tier E"):
+        check_decoder(llada_generate, "llada", agreement={"top_k": 1}, model="default", max_examples=1)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['k'\]"):
+        check_decoder(llada_generate, "llada", agreement={"k": 1}, **RUN)
+    base = ["check", EXAMPLE, "--against", "llada", "--quiet", "--trials", "2", "--no-knobs"]
+    assert main(base + ["--agreement-top-k", "2"]) == 2
+    assert "--agreement-top-k applies to --tier A only" in capsys.readouterr().err
+    assert main(base + ["--tier", "A", "--agreement-max-gap", "1"]) == 2
+    assert "needs --agreement-top-k" in capsys.readouterr().err
+    assert main(base + ["--tier", "A", "--agreement-top-k", "3", "--agreement-max-gap", "0.5"]) == 0
+    assert "top-3, log-probability gap <= 0.5" in capsys.readouterr().out
