@@ -1,5 +1,5 @@
 """Where the official code fails, as typed outcomes (spec/exactness.md EC6; the defects: spec/fastdllm.md FD9,
-spec/sequential.md SQ1.9, SQ2.8).
+spec/sequential.md SQ1.9, SQ2.8, spec/block_diffusion.md BD7).
 
 A target that is exact to an official loop knows where that loop raises, never ends or completes otherwise: a
 prediction from the case's settings and the target's own decode (its trace: which step of which block, which
@@ -54,6 +54,19 @@ ROW_CLAMP = ("SQ2.8", "a row has fewer masks than the step's count: the official
              "committed or prompt tokens", "deviates")
 
 
+SDAR_GREEDY = ("BD7.1", "temperature 0: the published sampler divides by it and torch.multinomial raises on the NaN "
+               "probabilities (RuntimeError)", "raises")
+SDAR_NO_EB = ("BD7.2", "entropy_bounded: JetAstra's selection never creates transfer_index (UnboundLocalError), "
+              "dLLM-RL's has no such strategy (ValueError)", "raises")
+SDAR_OVERWRITE = ("BD7.3", "a step's quota exceeds the masks left (or a sequential range runs over a committed "
+                  "position): the published selection writes fresh samples over prompt or committed tokens",
+                  "deviates")
+SDAR_PAST_SCHEDULE = ("BD7.4", "a sampled mask token keeps the block open past its denoising_steps: the published "
+                      "loop indexes past its schedule (IndexError)", "raises")
+SDAR_BATCH = ("BD7.5", "batch > 1: the published canvas has one row (RuntimeError before the first forward)",
+              "raises")
+
+
 def defect(entry: tuple, at_step: int) -> UpstreamDefect:
     return UpstreamDefect(*entry, at_step)
 
@@ -67,6 +80,8 @@ def defect_of(family: str, case: dict, steps: list, stalled: bool, model, prompt
         return llada_defect(settings, case["attention_mask"], model, prompt, mask)
     if family == "dream":
         return dream_defect(settings, steps, model, prompt, mask)
+    if family == "sdar":
+        return sdar_defect(settings, steps, prompt, model.special.mask_id)
     _, loop, cache = family.split("/")
     return fastdllm_defect(settings, loop, cache, steps, stalled, model, prompt, mask)
 
@@ -170,6 +185,35 @@ def dream_defect(settings: dict, steps: list, model, prompt, mask) -> UpstreamDe
         count = _transfer_count(masked, timesteps[k], timesteps[k + 1], k == settings["steps"] - 1, params)
         if bool((masked.sum(dim=1) < count).any()):
             return defect(ROW_CLAMP, k)
+    return None
+
+
+def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int) -> UpstreamDefect | None:
+    """BD7: the published ``block_diffusion_generate`` (Gen-Verse/dLLM-RL 10b4fd1, JetAstra/SDAR c2041a8) before
+    its first forward (a batch, temperature 0, entropy_bounded) or at the first step of the target's decode
+    (``steps``: one record per denoising forward, its block and commits) where a quota exceeds the masks left
+    (BD7.3) or a block needs a step past its schedule (BD7.4)."""
+    from veridec.rules.sdar import SDARParams, official_overwrites
+
+    if prompt.shape[0] > 1:
+        return defect(SDAR_BATCH, 0)
+    if settings.get("remasking_strategy") == "entropy_bounded":
+        return defect(SDAR_NO_EB, 0)
+    params = SDARParams(**{k: v for k, v in settings.items() if k in SDARParams.__dataclass_fields__})
+    if params.temperature == 0:
+        return defect(SDAR_GREEDY, 0)
+    b = params.block_length
+    canvas = torch.full((-(-(prompt.shape[1] + params.gen_length) // b) * b,), mask_id, dtype=torch.long)
+    canvas[:prompt.shape[1]] = prompt[0].cpu()
+    in_block = 0
+    for k, step in enumerate(steps):
+        in_block = in_block + 1 if k and step.block == steps[k - 1].block else 0
+        masked = canvas[step.block * b:(step.block + 1) * b] == mask_id  # [b]
+        if in_block >= params.denoising_steps:
+            return defect(SDAR_PAST_SCHEDULE, k)
+        if official_overwrites(params, masked, in_block):
+            return defect(SDAR_OVERWRITE, k)
+        canvas[step.positions[0]] = torch.tensor(step.tokens[0], dtype=torch.long)
     return None
 
 

@@ -52,6 +52,9 @@ CHECKPOINTS = {
     "dream": CheckpointSpec("dream", 103),
     "llada-126k": CheckpointSpec("llada", 104, dict(BIG), logit_scale=2.0, vocab_size=LLADA_8B_VOCAB,
                                  official_ids=True, eos_eot_swap=True, committed=False),
+    "sdar": CheckpointSpec("sdar", 105),  # head_dim 16 apart from hidden / heads = 8, grouped K/V, q/k norms
+    "sdar-tied": CheckpointSpec("sdar", 106, {**SMALL, "tie_embeddings": True}, logit_scale=2.0,
+                                mask_row_scale=1.0),  # the tied head proposes the mask token (spec BD7.4)
 }
 
 
@@ -80,7 +83,7 @@ def build_model(name: str):
         model.special = LLADA_8B_IDS
         model.tokenizer = official_id_tokenizer()
     with torch.no_grad():
-        head = model.lm_head.weight  # [V, hidden]
+        head = model.embed.weight if model.lm_head is None else model.lm_head.weight  # [V, hidden] (tied: both)
         head.mul_(spec.logit_scale)
         head[model.special.mask_id] *= spec.mask_row_scale
         if spec.eos_eot_swap:

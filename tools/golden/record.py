@@ -727,9 +727,9 @@ def record(official: Official, out: Path, provenance: dict, only: list[str] | No
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="veridec-golden-"))
     checkpoints, folders, models = _written_checkpoints(out, scratch)
-    theirs = {name: official.load_model(spec.family, folders[name]) for name, spec in CHECKPOINTS.items()}
+    theirs = {name: official.load_model(spec.family, folders[name]) for name, spec in MAIN_CHECKPOINTS.items()}
     errors = {}
-    for name, spec in CHECKPOINTS.items():
+    for name, spec in MAIN_CHECKPOINTS.items():
         model = models[name]
         errors[name] = measure_error(theirs[name], model, spec.family, model.special, min(model.vocab_size, 1000))
         log(f"measured logit error {name}: {errors[name]}")
@@ -754,11 +754,14 @@ def record(official: Official, out: Path, provenance: dict, only: list[str] | No
     return golden
 
 
+MAIN_CHECKPOINTS = {name: spec for name, spec in CHECKPOINTS.items() if spec.family in ("llada", "dream")}
+
+
 def _written_checkpoints(out: Path, scratch: Path) -> tuple[dict, dict, dict]:
     """Every checkpoint written (committed ones under ``out``, the others in ``scratch``) and loaded back:
     (what golden.json records of each, their folders, veridec's models)."""
     checkpoints, folders, models = {}, {}, {}
-    for name, spec in CHECKPOINTS.items():
+    for name, spec in MAIN_CHECKPOINTS.items():
         folder = out / CHECKPOINT_DIR / name if spec.committed else scratch / name
         write_checkpoint(name, folder)
         folders[name] = folder

@@ -73,19 +73,25 @@ def attend(
 
 
 class Attention(nn.Module):
-    def __init__(self, hidden: int, n_heads: int, n_kv_heads: int, head_dim: int, qkv_bias: bool):
+    def __init__(self, hidden: int, n_heads: int, n_kv_heads: int, head_dim: int, qkv_bias: bool,
+                 qk_norm_eps: float | None = None):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
         self.q = nn.Linear(hidden, n_heads * head_dim, bias=qkv_bias)
         self.k = nn.Linear(hidden, n_kv_heads * head_dim, bias=qkv_bias)
         self.v = nn.Linear(hidden, n_kv_heads * head_dim, bias=qkv_bias)
         self.o = nn.Linear(n_heads * head_dim, hidden, bias=False)
+        if qk_norm_eps is not None:  # SDAR / Qwen3: each head's q and k normed over head_dim before RoPE
+            self.q_norm, self.k_norm = RMSNorm(head_dim, qk_norm_eps), RMSNorm(head_dim, qk_norm_eps)
 
     def project(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """h [B, Q, hidden] -> q [B, H, Q, D], k, v [B, Hkv, Q, D] with rotary applied to q and k."""
         b, n, _ = h.shape
-        q = self.q(h).view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k(h).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q = self.q(h).view(b, n, self.n_heads, self.head_dim)  # [B, Q, H, D]
+        k = self.k(h).view(b, n, self.n_kv_heads, self.head_dim)  # [B, Q, Hkv, D]
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v(h).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 

@@ -1,9 +1,12 @@
-"""The two official checkpoint layouts: config keys, tensor names and family facts.
+"""The official checkpoint layouts: config keys, tensor names and family facts.
 
 - LLaDA (GSAI-ML/LLaDA-8B-Instruct): OLMo-style config (d_model, n_heads, ...), tensors under
   ``model.transformer``; token i is scored at position i.
 - Dream (Dream-org/Dream-v0-Instruct-7B): Qwen2 config and tensor names with q/k/v biases; the model scores
   token i at position i - 1 (logit shift 1).
+- SDAR (JetLM/SDAR-*, Gen-Verse/TraDo-*: block diffusion, ``SDARConfig``): Qwen3 config and tensor names, per-head
+  q/k RMSNorm before RoPE, ``head_dim`` from the config; token i is scored at position i; decoded block by
+  block under block-causal attention (spec/block_diffusion.md).
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ class Layout:
         names = {k: v for k, v in self.global_names.items() if not (k == "lm_head.weight" and cfg.tie_embeddings)}
         for i in range(cfg.num_layers):
             for suffix, official in self.layer_names.items():
-                if suffix.endswith(".bias") and not cfg.qkv_bias:
+                if suffix.endswith(".bias") and not cfg.qkv_bias or suffix in QK_NORMS and not cfg.qk_norm:
                     continue
                 names[f"layers.{i}.{suffix}"] = official.format(i=i)
         return names
 
 
+QK_NORMS = ("attn.q_norm.weight", "attn.k_norm.weight")  # SDAR's per-head norms (TransformerConfig.qk_norm)
 _MISSING = object()
 
 
@@ -134,6 +138,31 @@ def _dream_to_config(c: dict) -> TransformerConfig:
         max_length=_integer(c, "max_position_embeddings", 32768))
 
 
+def _sdar_to_config(c: dict) -> TransformerConfig:
+    _reject(c, {"hidden_act": "silu", "attention_bias": False, "rope_scaling": None}, "SDAR")
+    n_heads = _integer(c, "num_attention_heads")
+    return TransformerConfig(
+        vocab_size=_integer(c, "vocab_size"), hidden_size=_integer(c, "hidden_size"),
+        num_layers=_integer(c, "num_hidden_layers"), num_heads=n_heads,
+        num_kv_heads=_integer(c, "num_key_value_heads", n_heads), intermediate_size=_integer(c, "intermediate_size"),
+        rope_theta=_number(c, "rope_theta", 10000.0), rms_norm_eps=_number(c, "rms_norm_eps", 1e-6),
+        tie_embeddings=_flag(c, "tie_word_embeddings"), max_length=_integer(c, "max_position_embeddings", 32768),
+        explicit_head_dim=_integer(c, "head_dim", 128), qk_norm=True)
+
+
+def _sdar_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
+    return {
+        "architectures": ["SDARForCausalLM"], "model_type": "sdar", "hidden_act": "silu",
+        "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size, "head_dim": cfg.head_dim,
+        "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+        "num_hidden_layers": cfg.num_layers, "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
+        "rms_norm_eps": cfg.rms_norm_eps, "tie_word_embeddings": cfg.tie_embeddings, "attention_bias": False,
+        "max_position_embeddings": cfg.max_length, "rope_scaling": None, "use_sliding_window": False,
+        "fuse_cross_entropy": False, "mask_token_id": special.mask_id, "eos_token_id": special.eos_id,
+        "pad_token_id": special.pad_id, "bos_token_id": special.eos_id,
+    }
+
+
 def _dream_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
     return {
         "architectures": ["DreamModel"], "model_type": "Dream", "hidden_act": "silu",
@@ -147,7 +176,8 @@ def _dream_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
     }
 
 
-# Internal state_dict suffix -> (LLaDA's official name, Dream's), per layer ("{i}" is the layer index) and global.
+# Internal state_dict suffix -> (LLaDA's official name, Dream's[, SDAR's]), per layer ("{i}" is the layer index) and
+# global; None where a layout has no such tensor; SDAR's are Dream's where not given (Qwen3's names are Qwen2's).
 LAYER_NAMES = {
     "attn_norm.weight": ("model.transformer.blocks.{i}.attn_norm.weight", "model.layers.{i}.input_layernorm.weight"),
     "attn.q.weight": ("model.transformer.blocks.{i}.q_proj.weight", "model.layers.{i}.self_attn.q_proj.weight"),
@@ -156,6 +186,8 @@ LAYER_NAMES = {
     "attn.q.bias": ("model.transformer.blocks.{i}.q_proj.bias", "model.layers.{i}.self_attn.q_proj.bias"),
     "attn.k.bias": ("model.transformer.blocks.{i}.k_proj.bias", "model.layers.{i}.self_attn.k_proj.bias"),
     "attn.v.bias": ("model.transformer.blocks.{i}.v_proj.bias", "model.layers.{i}.self_attn.v_proj.bias"),
+    "attn.q_norm.weight": (None, None, "model.layers.{i}.self_attn.q_norm.weight"),
+    "attn.k_norm.weight": (None, None, "model.layers.{i}.self_attn.k_norm.weight"),
     "attn.o.weight": ("model.transformer.blocks.{i}.attn_out.weight", "model.layers.{i}.self_attn.o_proj.weight"),
     "mlp_norm.weight": ("model.transformer.blocks.{i}.ff_norm.weight",
                         "model.layers.{i}.post_attention_layernorm.weight"),
@@ -170,8 +202,10 @@ GLOBAL_NAMES = {
 }
 
 
-def _column(table: dict[str, tuple[str, str]], index: int) -> dict[str, str]:
-    return {internal: names[index] for internal, names in table.items()}
+def _column(table: dict[str, tuple], index: int) -> dict[str, str]:
+    """One layout's names: its column, SDAR's falling back to Dream's (Qwen3's names are Qwen2's)."""
+    found = {internal: names[index] if index < len(names) else names[1] for internal, names in table.items()}
+    return {internal: name for internal, name in found.items() if name is not None}
 
 
 LLADA = Layout(
@@ -189,7 +223,14 @@ DREAM = Layout(
     to_config=_dream_to_config, from_config=_dream_from_config,
 )
 
-LAYOUTS = {layout.family: layout for layout in (LLADA, DREAM)}
+SDAR = Layout(
+    family="sdar", model_types=("sdar",), logit_shift=0, eot_token="<|im_end|>", mask_token="<|MASK|>",
+    default_special=SpecialTokens(mask_id=151669, eos_id=151643, eot_id=151645, pad_id=151643),
+    layer_names=_column(LAYER_NAMES, 2), global_names=_column(GLOBAL_NAMES, 2),
+    to_config=_sdar_to_config, from_config=_sdar_from_config,
+)
+
+LAYOUTS = {layout.family: layout for layout in (LLADA, DREAM, SDAR)}
 
 
 def layout_for(config: dict, source: str = "config.json") -> Layout:

@@ -1,4 +1,4 @@
-"""Tiny random models in both official layouts, so tests exercise the real loading code.
+"""Tiny random models in the official layouts (LLaDA, Dream, SDAR), so tests exercise the real loading code.
 
 Weights are random but not degenerate: norm weights and q/k/v biases are perturbed away from 1 and 0, so a
 mapping mistake between two tensors of the same shape changes the logits and is caught.
@@ -18,6 +18,8 @@ from .layouts import LAYOUTS
 from .transformer import BidirectionalTransformer, TransformerConfig
 
 TINY_SIZES = dict(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
+FAMILY_OPTIONS = {"llada": {}, "dream": dict(qkv_bias=True),
+                  "sdar": dict(qk_norm=True, explicit_head_dim=16)}  # SDAR: head_dim apart from hidden / heads
 
 
 def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torch.float32,
@@ -32,7 +34,7 @@ def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torc
     layout = LAYOUTS[family]
     tokenizer = char_tokenizer(family)
     vocab = vocab_size or -(-len(tokenizer) // 4) * 4
-    cfg = TransformerConfig(vocab_size=vocab, qkv_bias=family == "dream", **{**TINY_SIZES, **sizes})
+    cfg = TransformerConfig(vocab_size=vocab, **{**TINY_SIZES, **FAMILY_OPTIONS[family], **sizes})
     special = SpecialTokens(mask_id=tokenizer.mask_token_id, eos_id=tokenizer.eos_token_id,
                             eot_id=tokenizer.convert_tokens_to_ids(layout.eot_token), pad_id=tokenizer.pad_token_id)
     model = BidirectionalTransformer(cfg, special, family, layout.logit_shift)

@@ -1,4 +1,6 @@
-"""A bidirectional transformer (RMSNorm, RoPE, SwiGLU, grouped K/V heads) with a static K/V cache API.
+"""A bidirectional transformer (RMSNorm, RoPE, SwiGLU, grouped K/V heads; per-head q/k norms for the SDAR layout)
+with a static K/V cache API and a block-causal option (block diffusion: a query in block j attends to every key
+in blocks <= j).
 
 One module serves both paths (spec/models.md):
 - ``forward(x, attention_mask)``: the full forward every reference decoder calls, token-aligned logits;
@@ -6,7 +8,9 @@ One module serves both paths (spec/models.md):
 - ``forward_cached(tokens, positions, cache)``: queries at a subset of canvas positions; their K/V are
   recomputed and written into the cache (``write=True``) or only appended for this call (``write=False``,
   packed draft verification), and they attend to the whole cache;
-- ``raw_forward``: the core all three call, with explicit RoPE positions and an additive attention bias.
+- ``forward_blocks(tokens, start, cache, store)``: whole blocks from canvas position ``start`` under block-causal
+  attention against the finished blocks already in the cache, written into it (``store``) or not;
+- ``raw_forward``: the core they all call, with explicit RoPE positions and an additive attention bias.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class TransformerConfig:
     qkv_bias: bool = False
     tie_embeddings: bool = False
     max_length: int = 4096
+    explicit_head_dim: int | None = None  # SDAR's head_dim, independent of hidden_size / num_heads
+    qk_norm: bool = False  # per-head RMSNorm of q and k over head_dim, before RoPE (SDAR, Qwen3)
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
@@ -44,7 +50,10 @@ class TransformerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if self.hidden_size % self.num_heads:
+        if self.explicit_head_dim is not None and (isinstance(self.explicit_head_dim, bool) or not isinstance(
+                self.explicit_head_dim, int) or self.explicit_head_dim < 2):
+            raise ValueError(f"head_dim must be an integer >= 2, got {self.explicit_head_dim!r}")
+        if self.explicit_head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} must be divisible by num_kv_heads {self.num_kv_heads}")
@@ -53,7 +62,7 @@ class TransformerConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.explicit_head_dim or self.hidden_size // self.num_heads
 
 
 @dataclass
@@ -89,7 +98,8 @@ class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.attn = Attention(cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.qkv_bias)
+        self.attn = Attention(cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.qkv_bias,
+                              cfg.rms_norm_eps if cfg.qk_norm else None)
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
 
@@ -138,10 +148,14 @@ class BidirectionalTransformer(nn.Module):
         return query_positions(token_positions, self.logit_shift, first_real)
 
     # ---------------------------------------------------------------- full forwards
-    def forward(self, x, attention_mask=None, output_attentions: bool = False) -> PredictorOutput:
-        """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured."""
+    def forward(self, x, attention_mask=None, output_attentions: bool = False,
+                block_size: int | None = None) -> PredictorOutput:
+        """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured.
+        ``block_size`` b: block-causal attention (blocks of b canvas positions from position 0)."""
         mask = check_canvas(x, attention_mask, self.max_length)
-        out = self.raw_forward(x, rope_positions(mask), key_mask=mask, output_attentions=output_attentions)
+        bias = None if block_size is None else block_causal_bias(x.shape[1], block_size, x.device)[None, None]
+        out = self.raw_forward(x, rope_positions(mask), key_mask=mask, attn_bias=bias,
+                               output_attentions=output_attentions)
         return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask), out.attentions)
 
     def new_cache(self, batch_size: int, length: int) -> KVCache:
@@ -190,6 +204,39 @@ class BidirectionalTransformer(nn.Module):
         return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
                                 slots=positions if write else None, output_attentions=output_attentions,
                                 padded=cache.padded)
+
+    def block_cache(self, attention_mask: torch.Tensor) -> KVCache:
+        """An empty cache for block diffusion over a canvas whose keys are ``attention_mask`` [B, L] (False: left
+        padding, whole blocks of it); ``forward_blocks`` fills it block by block."""
+        batch, length = attention_mask.shape
+        cache = self.new_cache(batch, length)
+        cache.key_mask.copy_(attention_mask)
+        cache.padded = not bool(attention_mask.all())
+        cache.rope_offset.copy_((~attention_mask).sum(dim=1))
+        return cache
+
+    def forward_blocks(self, tokens, start: int, cache: KVCache, block_size: int, *, store: bool,
+                       first_real: torch.Tensor | None = None) -> PredictorOutput:
+        """Whole blocks ``tokens`` [B, Q] (Q a multiple of ``block_size``) at canvas positions start .. start + Q - 1,
+        block-causal among themselves, attending to the cache's entries before ``start`` (the finished blocks).
+        ``store``: their K/V are written into the cache at their positions; else the cache is left untouched.
+        ``first_real`` [B]: each row's first real position (whole blocks of padding before it): real queries
+        never see padding and padding sees only padding. Returns logits [B, Q, V] (raw: query j scores token
+        start + j + logit_shift)."""
+        batch, width = tokens.shape
+        if start % block_size or width % block_size or start + width > cache.length:
+            raise ValueError(f"forward_blocks takes whole blocks of {block_size} inside the cache of {cache.length}, "
+                             f"got {width} tokens at {start}")
+        positions = torch.arange(start, start + width, device=tokens.device).expand(batch, -1)  # [B, Q]
+        bias = cached_block_bias(cache.length, start, width, block_size, store, tokens.device)  # [1, 1, Q, Lk]
+        if first_real is not None:
+            keys = torch.arange(cache.length, device=tokens.device)  # [L] the keys' canvas positions
+            keys = keys if store else torch.cat([keys, positions[0]])  # [Lk]
+            real_key = keys[None] >= first_real[:, None]  # [B, Lk]
+            real_query = positions >= first_real[:, None]  # [B, Q]
+            apart = real_key[:, None, :] != real_query[:, :, None]  # [B, Q, Lk]
+            bias = bias.masked_fill(apart[:, None], float("-inf"))  # [B, 1, Q, Lk]
+        return self.forward_cached(tokens, positions, cache, write=store, attn_bias=bias, check=False)
 
     # ---------------------------------------------------------------- the core
     def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
@@ -255,6 +302,28 @@ def check_cached_positions(positions: torch.Tensor, cache: KVCache, write: bool)
                          f"[{positions.min()}, {positions.max()}]")
     if write and (positions.sort(dim=1).values.diff(dim=1) == 0).any():
         raise ValueError("positions: a row repeats a position; write=True needs distinct positions per row")
+
+
+def block_causal_bias(length: int, block_size: int, device=None) -> torch.Tensor:
+    """[L, L] additive bias: 0 where the query's block (position // b) is at or after the key's, else -inf."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+    blocks = torch.arange(length, device=device) // block_size  # [L]
+    return torch.zeros(length, length, device=device).masked_fill(blocks[None] > blocks[:, None], float("-inf"))
+
+
+def cached_block_bias(cache_length: int, start: int, width: int, block_size: int, store: bool,
+                      device=None) -> torch.Tensor:
+    """[1, 1, Q, Lk] bias of ``forward_blocks``: Q = width queries at start..; keys are the cache's L entries
+    (store: the queries' own K/V written at their positions, Lk = L) or the cache then the queries' own
+    (Lk = L + Q). A query sees the cache before ``start`` and its own and earlier blocks among the queries."""
+    own = block_causal_bias(width, block_size, device)  # [Q, Q]
+    before = torch.zeros(width, start, device=device)  # [Q, start] the finished blocks
+    if store:
+        after = torch.full((width, cache_length - start - width), float("-inf"), device=device)
+        return torch.cat([before, own, after], dim=1)[None, None]
+    unwritten = torch.full((width, cache_length - start), float("-inf"), device=device)
+    return torch.cat([before, unwritten, own], dim=1)[None, None]
 
 
 def rope_positions(mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,179 @@
+"""Block diffusion with an exact cache of finished blocks, batched (spec/block_diffusion.md BD8).
+
+Under block-causal attention a finished block's keys and values never change, so each block is computed once
+more after its last step and written into the cache (the published code's ``store_kv`` call); the block's
+denoising forwards attend to the cache and recompute only the block. One row makes the published code's calls:
+a prefill of the prompt's whole blocks, then per block its denoising forwards and one store. Rows of a batch
+are laid out in whole blocks: row i's canvas is shifted right by whole blocks so that every row's first
+decoded block (the one holding the end of its prompt) sits at the same canvas block; the blocks before a row's
+canvas are padding that its tokens never see. Each row decodes as it would alone (BD8.2); with a generator per
+row (``generator=[g0, g1, ...]``) its draws are its own too.
+
+    from veridec.optimized.block_diffusion import block_diffusion_generate
+    decoded = block_diffusion_generate(model, prompt, gen_length=16, block_length=4, attention_mask=attention_mask)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from veridec.decoding import check_logits
+from veridec.rules.sdar import SDARParams, row_record, sample_block, select
+from veridec.trace import Decoded, StepRecord, Trace
+
+
+@dataclass
+class Layout:
+    """Where each row's own canvas sits in the batch canvas: row i's position p is canvas position p + shift[i]."""
+
+    prompts: list[torch.Tensor]  # each row's real prompt [P_i]
+    shift: list[int]  # whole blocks of padding before each row, in positions
+    ends: list[int]  # one past each row's last canvas position (its own canvas rounded up to whole blocks)
+    first_block: int  # the canvas block every row decodes first
+    length: int  # the batch canvas T
+
+
+@torch.no_grad()
+def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = None, gen_length: int = 128,
+                             block_length: int = 8, denoising_steps: int = 8, temperature: float = 1.0,
+                             top_k: int = 0, top_p: float = 1.0,
+                             remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
+                             eb_threshold: float | None = None, stopping_criteria_idx=None, *,
+                             attention_mask: torch.Tensor | None = None, ties: str = "lowest",
+                             generator=None) -> Decoded:
+    """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
+    row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
+    padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout."""
+    params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
+                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    generators = _generators(generator, prompt.shape[0])
+    layout = _layout(prompt, attention_mask, params, model.max_length)
+    x = _canvas(layout, mask_id, prompt.device)  # [B, T]
+    trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
+    run = _Run(model, params, layout, x, mask_id, trace, generators)
+    run.prefill()
+    for block in range(layout.first_block, layout.length // block_length):
+        if not run.decode_block(block):
+            break
+    return Decoded(_output(run.x, layout, prompt, mask_id), trace)
+
+
+def _generators(generator, batch: int) -> list:
+    if isinstance(generator, (list, tuple)):
+        if len(generator) != batch or not all(isinstance(g, torch.Generator) for g in generator):
+            raise ValueError(f"generator: a list must hold one torch.Generator per row ({batch}), got {generator!r}")
+        return list(generator)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be None, a torch.Generator or one per row, got {type(generator).__name__}")
+    return [generator] * batch
+
+
+def _layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_length: int) -> Layout:
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be [B, P] with P >= 1, got {tuple(prompt.shape)}")
+    if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
+        raise ValueError(f"attention_mask must be None or a tensor [B, P], got {type(attention_mask).__name__}")
+    keep = torch.ones_like(prompt, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    if keep.shape != prompt.shape or (keep.long().diff(dim=1) < 0).any() or not keep[:, -1].all():
+        raise ValueError("attention_mask must be [B, P] with left padding only (zeros, then ones to the end)")
+    prompts = [row[mask] for row, mask in zip(prompt, keep)]
+    b = params.block_length
+    full = [len(p) // b for p in prompts]  # whole prompt blocks per row
+    first = max(full)
+    shift = [(first - f) * b for f in full]
+    ends = [s + -(-(len(p) + params.gen_length) // b) * b for s, p in zip(shift, prompts)]
+    if max(e - s for e, s in zip(ends, shift)) > max_length:
+        raise ValueError(f"prompt + gen_length {params.gen_length}, rounded up to whole blocks of {b}, exceeds the "
+                         f"model's max_length {max_length}")
+    return Layout(prompts, shift, ends, first, max(ends))
+
+
+def _canvas(layout: Layout, mask_id: int, device) -> torch.Tensor:
+    x = torch.full((len(layout.prompts), layout.length), mask_id, dtype=torch.long, device=device)
+    for row, (tokens, shift) in enumerate(zip(layout.prompts, layout.shift)):
+        x[row, shift:shift + len(tokens)] = tokens
+    return x
+
+
+def _output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """Each row's own canvas after the caller's left padding (``prompt``'s pad tokens kept), masks after."""
+    pads = [prompt.shape[1] - len(p) for p in layout.prompts]
+    width = max(pad + end - shift for pad, end, shift in zip(pads, layout.ends, layout.shift))
+    out = torch.full((x.shape[0], width), mask_id, dtype=x.dtype, device=x.device)
+    for row, (pad, end, shift) in enumerate(zip(pads, layout.ends, layout.shift)):
+        out[row, :pad] = prompt[row, :pad]
+        out[row, pad:pad + end - shift] = x[row, shift:end]
+    return out
+
+
+class _Run:
+    """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
+
+    def __init__(self, model, params, layout, x, mask_id, trace, generators):
+        self.model, self.params, self.layout, self.x, self.mask_id = model, params, layout, x, mask_id
+        self.trace, self.generators = trace, generators
+        batch = x.shape[0]
+        self.offset = [prompt_pad - shift for prompt_pad, shift in zip(
+            [trace.prompt_length - len(p) for p in layout.prompts], layout.shift)]  # canvas -> output position
+        shift = torch.tensor(layout.shift, device=x.device)
+        self.cache = model.block_cache(torch.ones_like(x, dtype=torch.bool))
+        self.cache.rope_offset.copy_(shift)  # each row's positions count from its own canvas
+        self.first_real = shift  # [B]
+        self.stopped = [False] * batch
+
+    def forward(self, start: int, width: int, store: bool) -> torch.Tensor:
+        """Blocks [start, start + width) of every row against the cache (one model call) -> logits [B, W, V]."""
+        out = self.model.forward_blocks(self.x[:, start:start + width], start, self.cache, self.params.block_length,
+                                        store=store, first_real=self.first_real)
+        self.trace.counters.add_forward(rows=self.x.shape[0], queries=width, full=False)
+        return out.logits
+
+    def prefill(self) -> None:
+        """BD2: the prompts' whole blocks in one call, written into the cache."""
+        width = self.layout.first_block * self.params.block_length
+        if width:
+            self.forward(0, width, store=True)
+
+    def decode_block(self, block: int) -> bool:
+        """BD5 and BD6.2 for every live row (at most denoising_steps + 1 steps), then the store call; False when no
+        row goes on after it."""
+        b = self.params.block_length
+        start, end = block * b, (block + 1) * b
+        live = torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, self.layout.ends)],
+                            device=self.x.device)  # [B]
+        if not live.any():
+            return False
+        step = 0
+        while (masked := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():
+            logits = self.forward(start, b, store=False)  # [B, b, V]
+            check_logits(logits, self.trace, offset=start)
+            self._step(block, step, masked, logits)
+            step += 1
+        self.forward(start, b, store=True)
+        for row in range(self.x.shape[0]):
+            generated = self.x[row, self.layout.shift[row] + len(self.layout.prompts[row]):end]
+            stops = self.params.stopping_criteria_idx
+            self.stopped[row] |= bool(live[row]) and stops is not None and any(
+                bool((generated == stop).any()) for stop in stops)
+        return True
+
+    def _step(self, block: int, step: int, masked: torch.Tensor, logits: torch.Tensor) -> None:
+        """One denoising step of the rows with masks left in the block (each draws from its own generator)."""
+        start = block * self.params.block_length
+        records = []
+        for row in range(self.x.shape[0]):
+            if not masked[row].any():
+                records.append(([], [], [], [], float("inf")))
+                continue
+            past = step >= self.params.denoising_steps
+            x0, x0_p, probs = sample_block(logits[row], self.params.temperature, self.params.top_k,
+                                           self.params.top_p, self.generators[row], self.mask_id if past else None)
+            quota = int(masked[row].sum()) if past else self.params.schedule[step]
+            transfer = select(self.params, masked[row], x0_p, probs, quota)
+            records.append(row_record(masked[row], transfer, x0, x0_p, logits[row], start + self.offset[row]))
+            span = slice(start, start + len(x0))
+            self.x[row, span] = torch.where(transfer & masked[row], x0, self.x[row, span])
+        self.trace.steps.append(StepRecord(block, *map(list, zip(*records))))

@@ -1,0 +1,71 @@
+"""Block diffusion, SDAR / TraDo's ``block_diffusion_generate``, slow and plain (spec/block_diffusion.md): one row,
+the canvas rounded up to whole blocks, each block denoised by full block-causal forwards of the canvas up to
+its end, no cache. Parameter names and defaults are the official ones:
+
+    from veridec.reference.block_diffusion import block_diffusion_generate
+    decoded = block_diffusion_generate(model, prompt, gen_length=16, block_length=4, denoising_steps=4)
+    decoded.canvas, decoded.trace
+"""
+
+from __future__ import annotations
+
+import torch
+
+from veridec.decoding import check_logits
+from veridec.rules.sdar import SDARParams, row_record, sample_block, select
+from veridec.trace import Decoded, StepRecord, Trace
+
+
+@torch.no_grad()
+def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = None, gen_length: int = 128,
+                             block_length: int = 8, denoising_steps: int = 8, temperature: float = 1.0,
+                             top_k: int = 0, top_p: float = 1.0,
+                             remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
+                             eb_threshold: float | None = None, stopping_criteria_idx=None, *, ties: str = "lowest",
+                             generator: torch.Generator | None = None) -> Decoded:
+    """Decode one row ``prompt`` [1, P] (BD1-BD6); returns the whole canvas [1, T], T = P + gen_length rounded up
+    to whole blocks (blocks after a stop token stay masked), and its trace (one step per denoising forward)."""
+    params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
+                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
+    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
+                         f"{tuple(prompt.shape)}")
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
+    if length > model.max_length:
+        raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
+                         f"{block_length}, exceeds the model's max_length {model.max_length}")
+    x = torch.full((1, length), mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
+    x[:, :prompt.shape[1]] = prompt
+    trace = Trace("block-diffusion-reference", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], 1)
+    for block in range(prompt.shape[1] // block_length, length // block_length):
+        _decode_block(model, x, block, params, mask_id, trace, generator)
+        if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):
+            break
+    return Decoded(x, trace)
+
+
+def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace: Trace, generator) -> None:
+    """BD5: the schedule's steps while the block has masks; then, if a sampled mask token left some, one more
+    step that commits every mask left, the mask token banned (BD6.2)."""
+    b = params.block_length
+    start, end = block * b, (block + 1) * b
+    step = 0
+    while (masked := x[0, start:end] == mask_id).any():
+        past = step >= params.denoising_steps
+        logits = model(x[:, :end], block_size=b).logits[:, start:]  # [1, b, V]
+        trace.counters.add_forward(rows=1, queries=end)
+        check_logits(logits, trace, offset=start)
+        x0, x0_p, probs = sample_block(logits[0], params.temperature, params.top_k, params.top_p, generator,
+                                       banned=mask_id if past else None)
+        quota = int(masked.sum()) if past else params.schedule[step]
+        transfer = select(params, masked, x0_p, probs, quota)
+        positions, tokens, confidences, margins, gap = row_record(masked, transfer, x0, x0_p, logits[0], start)
+        trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap]))
+        x[0, start:end] = torch.where(transfer & masked, x0, x[0, start:end])
+        step += 1
+
+
+def _stopped(generated: torch.Tensor, stops) -> bool:
+    """BD5.6: a stop id anywhere in the generated region (checked after each block)."""
+    return stops is not None and any(bool((generated == stop).any()) for stop in stops)

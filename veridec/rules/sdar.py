@@ -1,0 +1,202 @@
+"""Block diffusion's step, SDAR / TraDo style (spec/block_diffusion.md BD3-BD6): sample every position of the
+block, then commit masked positions by the remasking strategy under the block's transfer schedule.
+
+Shared by the reference and the optimized decoder. Where the published ``block_diffusion_generate`` fails or
+overwrites (temperature 0, a quota larger than the masks left, ``entropy_bounded``), this rule does what the
+code intends (BD6): greedy at temperature 0, never more commits than masks, a real entropy bound;
+``official_overwrites`` says where the published code would differ.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .common import TIES, check_choice
+
+STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic", "entropy_bounded")
+
+
+@dataclass(frozen=True)
+class SDARParams:
+    """``block_diffusion_generate``'s settings (official names and defaults), validated on construction."""
+
+    gen_length: int = 128
+    block_length: int = 8
+    denoising_steps: int = 8
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    remasking_strategy: str = "low_confidence_dynamic"
+    confidence_threshold: float = 0.85
+    eb_threshold: float | None = None
+    stopping_criteria_idx: tuple[int, ...] | None = None
+    ties: str = "lowest"
+
+    def __post_init__(self):
+        for name in ("gen_length", "block_length", "denoising_steps"):
+            _check_integer(name, getattr(self, name), 1)
+        _check_integer("top_k", self.top_k, 0)
+        _check_number("temperature", self.temperature, 0, math.inf)
+        _check_number("top_p", self.top_p, 0, 1, low_open=True)
+        _check_number("confidence_threshold", self.confidence_threshold, -math.inf, math.inf)
+        check_choice("remasking_strategy", self.remasking_strategy, STRATEGIES)
+        check_choice("ties", self.ties, TIES)
+        if self.remasking_strategy == "entropy_bounded":
+            if self.eb_threshold is None:
+                raise ValueError("eb_threshold must be a number > 0 with remasking_strategy='entropy_bounded'")
+            _check_number("eb_threshold", self.eb_threshold, 0, math.inf, low_open=True)
+        if self.stopping_criteria_idx is not None:
+            stops = self.stopping_criteria_idx
+            if isinstance(stops, (str, bytes)) or not hasattr(stops, "__iter__"):
+                raise ValueError(f"stopping_criteria_idx must be None or a list of token ids, got {stops!r}")
+            for token in stops:
+                _check_integer("stopping_criteria_idx entry", token, 0)
+            object.__setattr__(self, "stopping_criteria_idx", tuple(stops))
+
+    @property
+    def schedule(self) -> list[int]:
+        return transfer_schedule(self.block_length, self.denoising_steps)
+
+
+def _check_integer(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
+    """A finite real in [low, high] ((low, high] when ``low_open``), else a ValueError naming it."""
+    finite = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if not finite or not (low < value if low_open else low <= value) or not value <= high:
+        interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
+        raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
+
+
+def transfer_schedule(block_length: int, steps: int) -> list[int]:
+    """BD3: tokens to commit at each of a block's ``steps`` steps: b // S, the first b mod S steps one more."""
+    return [block_length // steps + (i < block_length % steps) for i in range(steps)]
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def filtered_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """BD4: logits [N, V] divided by the temperature (unless 1), then top-k (every token tied with the k-th
+    kept), then top-p (the smallest prefix of the sorted distribution whose mass exceeds p, the first always
+    kept), as the official ``sample_with_temperature_topk_topp``; banned tokens are -inf."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # [N, 1]
+        logits = torch.where(logits < kth, torch.full_like(logits, -math.inf), logits)
+    if top_p < 1.0:
+        ordered, order = torch.sort(logits, dim=-1, descending=True)
+        remove = torch.cumsum(F.softmax(ordered, dim=-1), dim=-1) > top_p  # [N, V] strict
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = False
+        logits = logits.masked_fill(remove.scatter(-1, order, remove), -math.inf)
+    return logits
+
+
+def sample_block(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                 generator: torch.Generator | None = None,
+                 banned: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """logits [b, V] of one row's block -> (x0 [b], x0_p [b], probs [b, V]) for every position, masked or not.
+    Temperature > 0: one ``torch.multinomial`` draw per position from the filtered distribution, x0_p its
+    probability there (BD4). Temperature 0 (BD6.1): x0 the argmax of the logits (lowest id on ties), x0_p its
+    probability under softmax(logits) (unscaled, unfiltered: the confidence a greedy rule ranks by).
+    ``banned``: a token given the logit -inf first (BD6.2: the mask token past the schedule)."""
+    if banned is not None:
+        logits = logits.clone()
+        logits[:, banned] = -math.inf
+        if not torch.isfinite(logits).any(dim=-1).all():
+            raise ValueError(f"a position has no finite logit besides token {banned}: nothing to draw there")
+    if temperature == 0:
+        probs = F.softmax(logits, dim=-1)  # [b, V]
+        x0 = _argmax_lowest(logits)
+    else:
+        probs = F.softmax(filtered_logits(logits, temperature, top_k, top_p), dim=-1)  # [b, V]
+        x0 = torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]
+    return x0, probs.gather(-1, x0[:, None])[:, 0], probs
+
+
+def _argmax_lowest(logits: torch.Tensor) -> torch.Tensor:
+    """argmax over the last axis, the lowest index among equal maxima (spec SQ0.4)."""
+    best = logits.max(dim=-1, keepdim=True).values
+    ids = torch.arange(logits.shape[-1], device=logits.device)
+    return torch.where(logits == best, ids, logits.shape[-1]).min(dim=-1).values
+
+
+def entropies(probs: torch.Tensor) -> torch.Tensor:
+    """probs [b, V] -> each position's entropy -sum p log p in nats [b] (0 log 0 = 0)."""
+    return -(probs * probs.clamp_min(torch.finfo(probs.dtype).tiny).log()).sum(dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------- selection
+def select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, probs: torch.Tensor,
+           quota: int) -> torch.Tensor:
+    """BD5/BD6: which positions [b] (bool) of one row's block commit, never more than its masks ``masked`` [b]:
+    ``quota`` is capped at the masks left (past the schedule it is every mask left)."""
+    n = min(quota, int(masked.sum()))
+    strategy = params.remasking_strategy
+    if strategy == "sequential":
+        return masked & (masked.cumsum(0) <= n)  # the first n masked positions
+    confidence = torch.where(masked, x0_p, torch.full_like(x0_p, -math.inf))  # [b]
+    if strategy == "entropy_bounded":
+        return _entropy_bounded(masked, entropies(probs), params.eb_threshold, params.ties)
+    if strategy == "low_confidence_dynamic":
+        high = confidence > params.confidence_threshold  # strict, as published
+        if int(high.sum()) >= n:
+            return high
+    return _top(confidence, n, params.ties)
+
+
+def _top(confidence: torch.Tensor, n: int, ties: str) -> torch.Tensor:
+    """The n most confident positions [b] bool: torch.topk's own order on ties ("torch", as the published code),
+    or the lowest positions first ("lowest")."""
+    chosen = torch.zeros_like(confidence, dtype=torch.bool)
+    if n == 0:
+        return chosen
+    if ties == "torch":
+        return chosen.index_fill(0, torch.topk(confidence, n).indices, True)
+    order = torch.sort(confidence, descending=True, stable=True).indices[:n]
+    return chosen.index_fill(0, order, True)
+
+
+def _entropy_bounded(masked: torch.Tensor, entropy: torch.Tensor, bound: float, ties: str) -> torch.Tensor:
+    """BD6.3: the masked positions by increasing entropy (lowest position first on ties); commit the k whose
+    running sum stays below ``bound``, at least one."""
+    scores = torch.where(masked, entropy, torch.full_like(entropy, math.inf))
+    order = torch.sort(scores, stable=True).indices[: int(masked.sum())]
+    k = max(1, int((scores[order].cumsum(0) < bound).sum()))
+    return torch.zeros_like(masked).index_fill(0, order[:k], True)
+
+
+def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> bool:
+    """BD7.3: whether the published code's selection at schedule step ``step`` writes a position that is not
+    masked: a quota above the masks left under low_confidence_static (and _dynamic, whose threshold branch
+    then cannot hold), or a sequential range [first mask, first + quota) that runs over a committed position."""
+    quota, count = params.schedule[step], int(masked.sum())
+    if params.remasking_strategy == "sequential":
+        first = int(masked.nonzero()[0])
+        return not bool(masked[first:first + quota].all())
+    return params.remasking_strategy != "entropy_bounded" and quota > count
+
+
+# ----------------------------------------------------------------------------------------------- the trace
+def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x0_p: torch.Tensor,
+               logits: torch.Tensor, offset: int) -> tuple[list, list, list, list, float]:
+    """One row's part of a step record: the committed positions (canvas positions: block position + ``offset``)
+    by decreasing confidence (lowest position first on ties), their tokens, confidences x0_p, logit margins
+    (top1 - top2 of the raw logits [b, V]), and the selection gap: the weakest commit's confidence minus the
+    strongest uncommitted mask's (inf when none is left)."""
+    chosen = (transfer & masked).nonzero().flatten()
+    chosen = chosen[torch.sort(-x0_p[chosen].double(), stable=True).indices]
+    top2 = logits[chosen].double().topk(min(2, logits.shape[-1]), dim=-1).values  # [n, 2]
+    left = masked & ~transfer
+    weakest = x0_p[chosen].double().min().item() if chosen.numel() else math.inf
+    strongest = x0_p[left].double().max().item() if left.any() else -math.inf
+    return ([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
+            (top2[:, 0] - top2[:, -1]).tolist(), weakest - strongest)
