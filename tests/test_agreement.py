@@ -99,6 +99,9 @@ def test_ranks_count_strictly_better_tokens_and_the_gap_is_the_larger_side():
     assert not _judge(Agreement(top_k=2, max_gap=0.999), 0, 5, 0, 2,
                       {"target": target, "candidate": candidate})["agrees"]
     assert _judge(Agreement(top_k=2, max_gap=1.0), 0, 5, 0, 2, {"target": target, "candidate": candidate})["agrees"]
+    prefers_its_own = torch.tensor([-4.0, -0.5, -1.0, -3.0]).double()  # the candidate's side: 3 nats for token 2
+    found = _judge(Agreement(top_k=4), 0, 5, 0, 2, {"target": target, "candidate": prefers_its_own})
+    assert found["gap"] == 3.0  # the larger of the two sides' preferences
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -122,3 +125,63 @@ def test_the_rule_is_tier_a_only_and_named_on_the_command_line(capsys):
     assert "needs --agreement-top-k" in capsys.readouterr().err
     assert main(base + ["--tier", "A", "--agreement-top-k", "3", "--agreement-max-gap", "0.5"]) == 0
     assert "top-3, log-probability gap <= 0.5" in capsys.readouterr().out
+
+
+def _side(canvas: list, steps: list):
+    """A Side with a hand-written trace: ``steps`` per step, per row, the positions committed."""
+    from veridec.testing.running import Side
+    from veridec.trace import StepRecord, Trace
+
+    trace = Trace("hand", {}, 2, len(canvas))
+    for positions in steps:
+        trace.steps.append(StepRecord(0, positions, [[0] * len(p) for p in positions],
+                                      [[1.0] * len(p) for p in positions], [[1.0] * len(p) for p in positions],
+                                      [0.0] * len(positions)))
+    return Side(canvas=torch.tensor(canvas), trace=trace)
+
+
+def test_each_side_is_read_on_the_canvas_it_held_before_its_own_step():
+    """Row 1 differs at position 2, which the target commits first and the candidate last (after 3 and 4): the
+    candidate's distribution is the forward of its canvas with 3 and 4 filled, the target's of the initial one
+    (row 0, equal on both sides, places nothing)."""
+    from veridec.testing.agreement import agreement_at_divergence
+
+    model = load_check_model("default")
+    m = model.special.mask_id
+    prompt = torch.tensor([[5, 6], [7, 8]])
+    with torch.no_grad():
+        start = model(torch.tensor([[5, 6, m, m, m], [7, 8, m, m, m]])).logits[1, 2].double().log_softmax(-1)
+    a, b, c = start.topk(3).indices.tolist()
+    with torch.no_grad():
+        later = model(torch.tensor([[5, 6, 9, 9, 9], [7, 8, m, b, c]])).logits[1, 2].double().log_softmax(-1)
+    ours = _side([[5, 6, 9, 9, 9], [7, 8, a, b, c]], [[[2], [2]], [[3], [3]], [[4], [4]]])
+    theirs = _side([[5, 6, 9, 9, 9], [7, 8, b, b, c]], [[[2], [4]], [[3], [3]], [[4], [2]]])
+    found = agreement_at_divergence(Agreement(top_k=3), model, prompt, None, ours, theirs)
+    assert (found["row"], found["position"], found["target_token"], found["candidate_token"]) == (1, 2, a, b)
+    assert found["target_token_rank_in_candidate"] == int((later > later[a]).sum())
+    expected = max((start[a] - start[b]).item(), (later[b] - later[a]).item())
+    assert found["gap"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_unplaced_cases_are_counted_apart_and_the_rate_is_gated():
+    from veridec.testing.check import CheckResult, _judge_against_baseline
+    from veridec.testing.exact import CaseOutcome, _agreement_metrics
+
+    outcomes = [CaseOutcome({}, "exact", agreement={"agrees": True}),
+                CaseOutcome({}, "diverged", agreement={"agrees": False, "gap": 1.0}),
+                CaseOutcome({}, "diverged", agreement={"agrees": None, "why": "no commit order"})]
+    metrics = _agreement_metrics(outcomes)
+    assert metrics["agreement_rate"] == 0.5 and metrics["agreement_unplaced"] == 1
+    assert len(metrics["agreement_failures"]) == 1
+    assert _agreement_metrics([outcomes[2]])["agreement_rate"] is None
+    result = CheckResult("c", "llada", "llada", "default", "A", 0, metrics={"agreement_rate": 0.5})
+    _judge_against_baseline(result, {"agreement_rate": 1.0})
+    assert not result.passed and result.metrics["regressed"] == {"agreement_rate": (1.0, 0.5)}
+
+
+def test_a_check_fails_when_some_cases_disagree_and_others_agree(strict):
+    gaps = sorted(f["gap"] for f in strict.metrics["agreement_failures"])
+    assert len(gaps) >= 2 and gaps[0] < gaps[-1]
+    middle = check_decoder(second_choice_first, "llada", agreement=Agreement(top_k=2, max_gap=(gaps[0] + gaps[-1]) / 2),
+                           **RUN)
+    assert 0 < middle.metrics["agreement_rate"] < 1 and not middle.passed

@@ -94,3 +94,22 @@ def test_hf_model_needs_a_folder_and_excludes_the_other_flags(capsys):
                         (["--hf-model", "--candidate-model", "x.py:f"], "give one")):
         assert main(["check", CANDIDATE, "--against", "dream", "--model", "tiny-dream", *extra, "--quiet"]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_the_reproducer_reloads_the_folder_as_it_was_loaded():
+    """A failure found on --hf-model --trust-remote-code reruns with both flags, in Python and on the command line;
+    without remote code, with neither."""
+    from types import SimpleNamespace
+
+    from veridec.testing.report import _own_model_lines, reproducer_command
+
+    def command(label):
+        result = SimpleNamespace(source="c.py:f", convention="dream", ties="lowest", upstream="match",
+                                 case_timeout=None, candidate_model=label, tier="E",
+                                 failure=SimpleNamespace(case={"seed": 0}))
+        return reproducer_command(result, "dream", "FOLDER", "none")
+
+    assert "--hf-model --trust-remote-code" in command("hf (remote code)")
+    assert "--hf-model" in command("hf") and "--trust-remote-code" not in command("hf")
+    assert "trust_remote_code=True" in "\n".join(_own_model_lines("hf (remote code)", "FOLDER"))
+    assert "trust_remote_code=False" in "\n".join(_own_model_lines("hf", "FOLDER"))

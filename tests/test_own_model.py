@@ -4,6 +4,7 @@ refused by the preflight, and the recording at the module's top-level forward se
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -50,7 +51,7 @@ def test_a_decoder_that_ignores_block_length_fails_on_its_own_model(example):
     assert case["settings"]["block_length"] < case["settings"]["gen_length"]
     assert "candidate_model, _ = own_model(" in result.reproducer and "theirs = candidate(candidate_model" in \
         result.reproducer
-    assert "--candidate-model" in result.command
+    assert f"--candidate-model {OWN}" in result.command  # the user's factory, not a placeholder
 
 
 def test_models_that_are_not_the_same_function_are_refused(example):
@@ -190,3 +191,60 @@ def test_drift_is_reported_per_call():
     by_call = stale.metrics["drift_by_call"]
     assert by_call[0] == 0.0 and max(by_call) == stale.metrics["max_logit_error"] > 0
     assert all(by_call[k] == 0.0 for k in range(0, len(by_call), 4))  # every 4th call refreshes
+
+
+def test_a_factory_that_needs_the_model_name_gets_it(tmp_path):
+    """FILE.py:FACTORY with a required argument is called with --model's name; with a model object (no name)
+    it cannot be, and says so."""
+    from veridec.testing.own_model import own_model
+
+    factory = tmp_path / "factory.py"
+    factory.write_text("from veridec.testing import load_check_model\n\n"
+                       "def needs(source):\n    assert source == 'tiny-llada', source\n"
+                       "    return load_check_model(source)\n")
+    model, label = own_model(f"{factory}:needs", "tiny-llada")
+    assert isinstance(model, torch.nn.Module) and label == f"{factory}:needs"
+    with pytest.raises(ValueError, match="raised TypeError"):
+        own_model(f"{factory}:needs", None)
+
+
+class Differs(torch.nn.Module):
+    """veridec's model with its logits changed where ``where(x)`` holds: +1 everywhere (``shift``) or one token
+    banned (``ban``)."""
+
+    def __init__(self, inner, where, ban: int | None = None):
+        super().__init__()
+        self.inner, self.where, self.ban = inner, where, ban
+
+    def forward(self, input_ids, attention_mask=None, **unused):
+        logits = self.inner(input_ids, attention_mask=attention_mask).logits.clone()
+        rows = self.where(input_ids)  # [B] bool
+        if self.ban is None:
+            logits[rows] += 1.0
+        else:
+            logits[rows, :, self.ban] = -torch.inf
+        return SimpleNamespace(logits=logits)
+
+
+def test_the_preflight_sees_the_all_mask_canvas_and_one_sided_infinities():
+    model = load_check_model("tiny-llada")
+    mask_id = model.special.mask_id
+    all_masks = lambda x: (x == mask_id).all(dim=1)  # noqa: E731
+    with pytest.raises(CandidateModelMismatch, match="beyond the measured rounding"):
+        preflight(Differs(load_check_model("tiny-llada"), all_masks), model, "llada")
+    anywhere = lambda x: torch.ones(x.shape[0], dtype=torch.bool)  # noqa: E731
+    with pytest.raises(CandidateModelMismatch, match="differ by up to inf"):
+        preflight(Differs(load_check_model("tiny-llada"), anywhere, ban=3), model, "llada")
+
+
+def test_the_digest_reads_every_element():
+    """One float32 step in the last entry of the embedding (past the first thousand values) is refused."""
+    model = load_check_model("tiny-llada")
+    nudged = load_check_model("tiny-llada")
+    with torch.no_grad():
+        last = nudged.embed.weight[-1, -1]
+        nudged.embed.weight[-1, -1] = torch.nextafter(last, torch.tensor(torch.inf))
+    assert nudged.embed.weight.numel() > 1024
+    with pytest.raises(CandidateModelMismatch, match=r"model\.transformer\.wte\.weight"):
+        check_same_weights(nudged, model)
+

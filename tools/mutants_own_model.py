@@ -8,9 +8,16 @@ run in ``testing.running`` (``run_candidate``'s call limit and drift, ``run_own`
 difference becoming the numeric error in ``testing.check.check_decoder``, the report's lines that name and rebuild
 the model (``testing.report``: the reproducer and ``reproducer_command``), the CLI's ``--candidate-model``
 (``harness.check_command``), and the check models' mask patch (``veridec.models.tiny.never_predicts_mask``), whose
-copy one precision up is what the preflight's bound is measured against. Each mutant is a one- or two-line
-mistake placed where a wrong line would most likely let a wrong verdict pass silently (a model of other weights
-let through, a drifting cache reported as exact, a reproducer that reruns on veridec's model).
+copy one precision up is what the preflight's bound is measured against. It also covers the weights' digest
+(``check_same_weights``, ``_digest`` and the preflight's call of it), the ``"hf"`` model (``load_hf_model``'s auto
+class and ``trust_remote_code``, the reproducer's and the rerun command's ``"hf"`` labels), ``drift_by_call`` in
+``testing.exact``, and vLLM's token-agreement rule (spec/exactness.md EC10): ``testing.agreement`` (the
+parameters' validation, ranks and gap in ``_judge``, the first divergence in the target's commit order,
+``_step_of``, the canvas re-masked from a side's commit step, each side's own canvas), its metrics and its place
+in ``run_case`` (``testing.exact``, ``agreement_rate`` gated lower-is-worse), ``testing.check``'s rule and the
+failure it makes, and the CLI's ``--agreement-max-gap``. Each mutant is a one- or two-line mistake placed where
+a wrong line would most likely let a wrong verdict pass silently (a model of other weights let through, a
+drifting cache reported as exact, a reproducer that reruns on veridec's model, a disagreement left unfailed).
 
 Written from the spec and the production code alone: nothing under tests/ and no other catalogue
 (tools/mutants.py beyond ``Mutant``, tools/mutants_revocable.py beyond its docstring) was read.
@@ -23,9 +30,13 @@ from __future__ import annotations
 from tools.mutants import Mutant
 
 EC9 = "spec/exactness.md EC9"
+EC10 = "spec/exactness.md EC10"
 N8 = "spec/notation.md N8"
 OWN = ("tests/test_own_model.py",)
 SHARED = ("tests/test_own_model.py", "tests/test_check.py")
+AGREE = ("tests/test_agreement.py",)
+HFM = ("tests/test_hf_model.py",)
+CLI = ("tests/test_agreement.py", "tests/test_hf_model.py")
 
 MUTANTS: list[Mutant] = [
     # --- testing/own_model.py: the factory and the preflight -------------------------------------------------
@@ -206,5 +217,218 @@ MUTANTS: list[Mutant] = [
         "higher-precision copy equals veridec's model, the measured rounding collapses to one ulp, and a user's "
         "model that only rounds differently is refused (precision reruns everywhere measure nothing)",
         EC9, SHARED,
+    ),
+    # --- testing/agreement.py: vLLM's token-agreement rule (EC10) ---------------------------------------------
+    Mutant(
+        "ownmodel-agreement-top-k-zero-accepted",
+        "testing/agreement.py",
+        "        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:\n",
+        "        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:\n",
+        "agreement={'top_k': 0} is accepted instead of refused: a rule no token can meet runs, so every "
+        "divergent case disagrees and the API's bad parameter is never named",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-rank-counts-ties",
+        "testing/agreement.py",
+        "    rank = lambda logp, token: int((logp > logp[token]).sum())"
+        "  # 0: the most probable (ties share the rank)\n",
+        "    rank = lambda logp, token: int((logp >= logp[token]).sum())"
+        "  # 0: the most probable (ties share the rank)\n",
+        "a token's rank counts the tokens at least as probable (itself and its exact ties included): the best "
+        "token ranks 1, so top-1 fails every divergence and a tied twin (tokens sharing an LM-head row) ranks past K",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-gap-target-side-only",
+        "testing/agreement.py",
+        "    gap = max((at_target[target_token] - at_target[candidate_token]).item(),\n"
+        "              (at_candidate[candidate_token] - at_candidate[target_token]).item())\n",
+        "    gap = (at_target[target_token] - at_target[candidate_token]).item()\n",
+        "the gap is taken from the target's distribution only: a candidate that strongly prefers its own token "
+        "on its own canvas (the larger side of the gap) passes a --agreement-max-gap it exceeds",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-first-divergence-reading-order",
+        "testing/agreement.py",
+        "    order = lambda rp: (_step_of(trace, *rp) if _step_of(trace, *rp) is not None else never, rp[0], rp[1])\n",
+        "    order = lambda rp: (rp[0], rp[1])  # row, then position\n",
+        "the first divergence is the first differing position in reading order, not in the target's commit "
+        "order: a decoder whose first wrong commit lies late in the row is judged at an early position, "
+        "conditioned on its wrong commit (the two canvases differ there), and may agree",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-candidate-on-target-canvas",
+        "testing/agreement.py",
+        "    for name, side in ((\"target\", ours), (\"candidate\", theirs)):\n",
+        "    for name, side in ((\"target\", ours), (\"candidate\", ours)):\n",
+        "the candidate's distribution is computed from the target's canvas and step: the target's token always "
+        "ranks 0 in the 'candidate' distribution and the candidate's own preference never enters the gap",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-canvas-after-commit",
+        "testing/agreement.py",
+        "    for record in side.trace.steps[step:]:\n",
+        "    for record in side.trace.steps[step + 1:]:\n",
+        "the canvas is re-masked only after the committing step: the position itself and the tokens committed "
+        "with it stay on the canvas, so each side's distribution is read after its own commit (off by one step)",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-step-of-row-zero",
+        "testing/agreement.py",
+        "        if position in record.positions[row]:\n",
+        "        if position in record.positions[0]:\n",
+        "a position's commit step is looked up in row 0 whatever the row: in a batch the first divergence of "
+        "row 1+ is ordered and re-masked by another row's commits (or left unplaced), so it is judged elsewhere",
+        EC10, AGREE,
+    ),
+    # --- testing/exact.py: agreement and drift in the metrics -------------------------------------------------
+    Mutant(
+        "ownmodel-agreement-unplaced-counted-agreeing",
+        "testing/exact.py",
+        "    return {\"agreement_rate\": sum(o.agreement[\"agrees\"] for o in placed) / len(placed)"
+        " if placed else None,\n",
+        "    return {\"agreement_rate\": sum(o.agreement[\"agrees\"] is not False for o in found) / len(found),\n",
+        "cases the rule could not place count as agreeing in agreement_rate: a cached or revocable candidate "
+        "reads a rate near 1 and passes a baseline its placed cases fall below",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-rate-not-gated",
+        "testing/exact.py",
+        "LOWER_IS_WORSE = (\"exact_rate\", \"mean_token_match\", \"commit_order_match\", \"agreement_rate\")\n",
+        "LOWER_IS_WORSE = (\"exact_rate\", \"mean_token_match\", \"commit_order_match\")\n",
+        "agreement_rate is reported but not gated by --baseline: a change that lowers the share of agreeing "
+        "cases passes against a stored baseline",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-drift-by-call-min",
+        "testing/exact.py",
+        "    return {\"drift_by_call\": [max(d[k] for d in drifts if k < len(d)) for k in"
+        " range(max(map(len, drifts)))]}\n",
+        "    return {\"drift_by_call\": [min(d[k] for d in drifts if k < len(d)) for k in"
+        " range(max(map(len, drifts)))]}\n",
+        "drift_by_call takes the smallest drift of each call index over the cases: one clean case hides a "
+        "stale cache at that call in every other case (the metric reads 0 where the decode drifts)",
+        EC9, OWN,
+    ),
+    Mutant(
+        "ownmodel-agreement-skips-diverged-cases",
+        "testing/exact.py",
+        "    if setup.agreement is not None and theirs.error is None and outcome.verdict != \"upstream\":\n",
+        "    if setup.agreement is not None and theirs.error is None and outcome.verdict not in (\"upstream\","
+        " \"diverged\"):\n",
+        "the rule is applied only to cases already exact or tied, never to diverged ones: no case ever "
+        "disagrees, so a candidate whose tokens fall outside the top-K passes with agreement_rate 1",
+        EC10, AGREE,
+    ),
+    # --- testing/check.py: the rule's parameters and its verdict ----------------------------------------------
+    Mutant(
+        "ownmodel-agreement-failures-not-failing",
+        "testing/check.py",
+        "    if rule is not None and result.metrics.get(\"agreement_failures\"):\n",
+        "    if rule is not None and result.metrics.get(\"agreement_rate\") == 0:\n",
+        "the check fails only when no placed case agrees: one disagreement among agreeing cases (the spec's "
+        "'fails when any placed case disagrees') passes",
+        EC10, AGREE,
+    ),
+    Mutant(
+        "ownmodel-agreement-dict-max-gap-dropped",
+        "testing/check.py",
+        "        return Agreement(**agreement)\n",
+        "        return Agreement(agreement.get(\"top_k\", 5))\n",
+        "a dict rule keeps top_k but drops max_gap (no bound): agreement={'top_k': K, 'max_gap': NATS} and "
+        "--agreement-max-gap pass a candidate whose gap is above the bound",
+        EC10, AGREE,
+    ),
+    # --- testing/own_model.py: the weights' digest, the preflight's call of it, the "hf" load -----------------
+    Mutant(
+        "ownmodel-digest-no-dtype-cast",
+        "testing/own_model.py",
+        "        if not any(_digest(tensor.to(dtype)) in found for dtype in {tensor.dtype, *dtypes}):\n",
+        "        if _digest(tensor) not in found:\n",
+        "veridec's weights are compared only at their own dtype, never cast to the user's: a bfloat16 or "
+        "float64 load of the same checkpoint is refused as holding other weights",
+        EC9, OWN,
+    ),
+    Mutant(
+        "ownmodel-digest-first-elements-only",
+        "testing/own_model.py",
+        "    return tuple(tensor.shape), tensor.dtype,"
+        " hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()\n",
+        "    return tuple(tensor.shape), tensor.dtype,"
+        " hashlib.sha256(flat[:1024].view(torch.uint8).numpy().tobytes()).hexdigest()\n",
+        "the digest hashes only a tensor's first 1024 values: a weight changed past them (one float32 step "
+        "deep in a matrix) is taken for veridec's, and the preflight canvases may not show the difference",
+        EC9, OWN,
+    ),
+    Mutant(
+        "ownmodel-preflight-weights-against-veridec",
+        "testing/own_model.py",
+        "    check_same_weights(candidate_model, model)\n",
+        "    check_same_weights(model, model)\n",
+        "the preflight checks veridec's weights against veridec's own state dict: a user's model missing a "
+        "tensor or holding one changed by a float32 step is never refused when the two canvases hide it",
+        EC9, OWN,
+    ),
+    Mutant(
+        "ownmodel-hf-trust-remote-code-always",
+        "testing/own_model.py",
+        "    options = dict(trust_remote_code=trust_remote_code, local_files_only=True)\n",
+        "    options = dict(trust_remote_code=True, local_files_only=True)\n",
+        "--hf-model always passes trust_remote_code=True: modelling code shipped in the folder runs without "
+        "--trust-remote-code instead of the check being refused before any of it runs",
+        EC9, HFM,
+    ),
+    Mutant(
+        "ownmodel-hf-causal-lm-always",
+        "testing/own_model.py",
+        "        loader = AutoModel if \"AutoModel\" in auto_map else AutoModelForCausalLM\n",
+        "        loader = AutoModelForCausalLM\n",
+        "--hf-model always loads AutoModelForCausalLM, ignoring the config's auto_map: the official LLaDA and "
+        "Dream folders (auto_map naming AutoModel only) fail to load or load another class than their code names",
+        EC9, HFM,
+    ),
+    Mutant(
+        "ownmodel-hf-remote-code-refusal-unnamed",
+        "testing/own_model.py",
+        "        if \"trust_remote_code\" in str(err) and not trust_remote_code:\n",
+        "        if \"trust_remote_code\" in str(err) and trust_remote_code:\n",
+        "a folder refused for want of trust_remote_code gets transformers' generic error instead of the line "
+        "naming --trust-remote-code as the remedy (and the remedy's line where it was given)",
+        EC9, HFM,
+    ),
+    # --- testing/report.py and harness/check_command.py: "hf" labels and the agreement flags -----------------
+    Mutant(
+        "ownmodel-reproducer-hf-drops-trust-remote-code",
+        "testing/report.py",
+        "                f\"candidate_model = load_hf_model({model_name!r}, trust_remote_code={label != 'hf'})\"]\n",
+        "                f\"candidate_model = load_hf_model({model_name!r})\"]\n",
+        "the reproducer of a failure found with --hf-model --trust-remote-code loads the folder without "
+        "trust_remote_code: it is refused (or loads other modelling) and the failure does not reproduce",
+        EC9, HFM,
+    ),
+    Mutant(
+        "ownmodel-command-hf-remote-code-as-factory",
+        "testing/report.py",
+        "    if result.candidate_model is not None and result.candidate_model.startswith(\"hf\"):\n",
+        "    if result.candidate_model is not None and result.candidate_model == \"hf\":\n",
+        "the rerun command of a failure on 'hf (remote code)' falls to the factory branch and prints "
+        "--candidate-model FILE.py:FACTORY instead of --hf-model --trust-remote-code: it does not rerun the case",
+        EC9, HFM,
+    ),
+    Mutant(
+        "ownmodel-cli-agreement-max-gap-ignored",
+        "harness/check_command.py",
+        "    gap = float(\"inf\") if args.agreement_max_gap is None else args.agreement_max_gap\n",
+        "    gap = float(\"inf\")\n",
+        "veridec check reads --agreement-max-gap but never passes it on: the rule runs without a bound, and a "
+        "candidate whose gap exceeds the given NATS passes",
+        EC10, CLI,
     ),
 ]
