@@ -26,7 +26,8 @@ def add_parser(commands) -> None:
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
     chk.add_argument("--model", default=None,
-                     help=" | ".join(MODEL_NAMES) + " | a model folder (default: default, or tiny-dream for dream; "
+                     help=" | ".join(MODEL_NAMES) + " | a model folder (default: default, tiny-dream for dream, "
+                          "tiny-sdar for sdar; "
                           "the oracles serve tier S against exact laws)")
     chk.add_argument("--trials", type=integer(1, 100_000), default=None,
                      help="cases to draw (default: the tier's, " + ", ".join(
@@ -80,7 +81,7 @@ def run_check_command(args) -> int:
     tier = TIERS[args.tier]
     _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
-    model = args.model or ("tiny-dream" if args.against == "dream" else "default")
+    model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
     try:
         candidate = load_candidate(args.candidate)
         result = check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,

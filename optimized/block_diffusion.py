@@ -61,6 +61,14 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     return Decoded(_output(run.x, layout, prompt, mask_id), trace)
 
 
+def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
+             generator=None, **settings) -> Decoded:
+    """``block_diffusion_generate`` in veridec's calling order (model, prompt, attention_mask, settings by name),
+    as the other decoders: what ``veridec check --against sdar`` and its reproducers run."""
+    return block_diffusion_generate(model, prompt, attention_mask=attention_mask, ties=ties, generator=generator,
+                                    **settings)
+
+
 def _generators(generator, batch: int) -> list:
     if isinstance(generator, (list, tuple)):
         if len(generator) != batch or not all(isinstance(g, torch.Generator) for g in generator):

@@ -92,7 +92,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
-    ``model``: a name (default, hmm, tiny-llada, tiny-dream, oracle-joint, oracle-hmm), a folder, or a model.
+    ``model``: a name (default, hmm, tiny-llada, tiny-dream, tiny-sdar, oracle-joint, oracle-hmm), a folder, or a
+    model.
     ``settings``: a dict (or a strategy of dicts) held fixed. ``max_batch`` / ``padding``: what the candidate
     supports (padding: whether it takes an ``attention_mask`` unless told). Tier "E" fails on the first divergence
     and shrinks it; "A" runs every case and measures (``case_metrics``), failing only where worse than

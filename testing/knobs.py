@@ -23,6 +23,9 @@ FACTORS = (None, 1.0, 0.5, 2.0, 4.0)
 BACK_THRESHOLDS = (0.9, 0.5, 0.99, 0.2)  # WINO's threshold_back
 EDITING = {"editing_threshold": (0.9, 0.5, 0.2), "max_post_steps": (16, 0, 1), "num_to_transfer": (1, 2),
            "eos_early_stop": (False, True)}  # the editing sampler's knobs
+SDAR = {"denoising_steps": (1, 2, 4, 8), "top_k": (0, 3), "top_p": (1.0, 0.9),
+        "remasking_strategy": ("low_confidence_dynamic", "low_confidence_static", "sequential"),
+        "confidence_threshold": (0.85, 0.5, 0.3)}  # block diffusion's knobs (spec/block_diffusion.md BD9)
 COST = ("model_calls", "full_forwards", "query_positions")
 
 
@@ -52,6 +55,10 @@ def alternatives(name: str, settings: dict) -> list:
         return [v for v in BACK_THRESHOLDS if v != value]
     if name in EDITING:
         return [v for v in EDITING[name] if v != value]
+    if name in SDAR:
+        return [v for v in SDAR[name] if v != value]
+    if name == "eb_threshold":
+        return [v for v in (1.0, 0.35, 5.0) if v != value] if value is not None else []
     if name == "factor":
         return [v for v in FACTORS if v != value] if settings.get("threshold") is None else []
     if name == "steps" and "block_length" in settings:  # LLaDA, Fast-dLLM: a multiple of the blocks
@@ -70,7 +77,8 @@ def alternatives(name: str, settings: dict) -> list:
     return []
 
 
-KNOBS = ("threshold", "threshold_back", *EDITING, "factor", "steps", "temperature", "remasking", "cfg_scale", "alg")
+KNOBS = ("threshold", "threshold_back", *EDITING, *SDAR, "eb_threshold", "factor", "steps", "temperature", "remasking",
+         "cfg_scale", "alg")
 
 
 def block_lengths(settings: dict) -> list[dict]:

@@ -3,6 +3,8 @@ official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ
 
 ``wino`` is WINO's ``decoding_wino`` (spec/wino.md), ``editing`` LLaDA2.1's block sampler with token edits
 (spec/editing.md): one row, no padding, their traces hold events.
+``sdar`` is SDAR / TraDo's ``block_diffusion_generate`` (spec/block_diffusion.md), cached as the published code
+calls the model, one step per model call (BD9).
 ``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
 factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
 speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
@@ -16,9 +18,10 @@ from typing import Callable
 
 from veridec.adapters import CONVENTIONS
 from veridec.events import event_trace
+from veridec.optimized import block_diffusion
 from veridec.optimized import fastdllm as fast
 from veridec.optimized.parallel import CACHES
-from veridec.trace import Decoded
+from veridec.trace import Decoded, StepRecord
 from veridec.reference import dream, editing, llada, wino
 from veridec.reference import fastdllm as fastdllm_reference
 
@@ -27,6 +30,8 @@ FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
 EDITING_SETTINGS = ("max_new_tokens", "block_size", "temperature", "top_p", "top_k", "threshold", "editing_threshold",
                     "max_post_steps", "num_to_transfer", "eos_early_stop")
 WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
+SDAR_SETTINGS = ("gen_length", "block_length", "denoising_steps", "temperature", "top_k", "top_p", "remasking_strategy",
+                 "confidence_threshold", "eb_threshold", "stopping_criteria_idx")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
                   "generation_tokens_hook_func", "generation_logits_hook_func")
 
@@ -45,7 +50,7 @@ class Target:
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
-    family: str = "block"  # how its cases are drawn and resolved: "block", "dream", "wino" or "editing"
+    family: str = "block"  # how its cases are drawn and resolved: "block", "dream", "wino", "editing" or "sdar"
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
@@ -66,6 +71,24 @@ def _with_events(generate, name: str, refusal: str):
 
 WINO = _with_events(wino.generate, "wino", "WINO takes no padding (spec WN1: the official function has none)")
 EDITING = _with_events(editing.generate, "editing", "the editing sampler takes no padding (spec ED1: one row)")
+
+
+def _block_diffusion_target(model, prompt, attention_mask, ties, **settings) -> Decoded:
+    """The cached block decoder (BD8) with its trace made one step per model call (BD9): an empty step, of block
+    -1, for the prefill (when the prompt has whole blocks) and after each block's last step for its store."""
+    decoded = block_diffusion.generate(model, prompt, attention_mask, ties=ties, **settings)
+    trace, steps = decoded.trace, decoded.trace.steps
+    rows = prompt.shape[0]
+    empty = lambda: StepRecord(-1, [[] for _ in range(rows)], [[] for _ in range(rows)],  # noqa: E731
+                               [[] for _ in range(rows)], [[] for _ in range(rows)], [float("inf")] * rows)
+    real = prompt.shape[1] if attention_mask is None else int(attention_mask.sum(dim=1).max())
+    calls = [empty()] if trace.counters.model_calls and real >= settings.get("block_length", 8) else []
+    for k, step in enumerate(steps):
+        calls.append(step)
+        if k + 1 == len(steps) or steps[k + 1].block != step.block:
+            calls.append(empty())
+    trace.steps = calls
+    return decoded
 
 
 def _veridec(decoder, **fixed):
@@ -106,6 +129,9 @@ TARGETS = {
                               call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),
     ("wino", "none"): Target("wino", "llada", WINO, WINO_SETTINGS, call="veridec.reference.wino.generate",
                              max_batch=1, family="wino"),
+    ("sdar", "none"): Target("sdar", "hf-block", _block_diffusion_target, SDAR_SETTINGS,
+                             call="veridec.optimized.block_diffusion.generate", upstream="sdar",
+                             family="sdar"),
     ("editing", "none"): Target("editing", "llada", EDITING, EDITING_SETTINGS, length_name="max_new_tokens",
                                 call="veridec.reference.editing.generate", max_batch=1, family="editing"),
 }
@@ -133,7 +159,7 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
     from .candidates import fit_candidate  # the same signature rules as a candidate's
 
     base = {"llada": TARGETS[("fastdllm", "none")], "fastdllm": TARGETS[("fastdllm", "dual")],
-            "dream": TARGETS[("dream", "none")]}
+            "dream": TARGETS[("dream", "none")], "hf-block": TARGETS[("sdar", "none")]}
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     template = base[convention]

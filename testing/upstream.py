@@ -205,9 +205,12 @@ def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int)
     b = params.block_length
     canvas = torch.full((-(-(prompt.shape[1] + params.gen_length) // b) * b,), mask_id, dtype=torch.long)
     canvas[:prompt.shape[1]] = prompt[0].cpu()
-    in_block = 0
+    in_block, last = 0, None
     for k, step in enumerate(steps):
-        in_block = in_block + 1 if k and step.block == steps[k - 1].block else 0
+        if step.block < 0:  # a prefill or a store call (the check's target, BD9)
+            continue
+        in_block = in_block + 1 if step.block == last else 0
+        last = step.block
         masked = canvas[step.block * b:(step.block + 1) * b] == mask_id  # [b]
         if in_block >= params.denoising_steps:
             return defect(SDAR_PAST_SCHEDULE, k)

@@ -30,7 +30,7 @@ def test_the_example_from_scratch_passes_with_every_knob_effective():
     result = check_decoder(candidate("generate"), **EDITING)
     assert result.passed and result.trials == 200, result.markdown()
     assert result.knobs == dict.fromkeys(("threshold", "editing_threshold", "max_post_steps", "num_to_transfer",
-                                          "eos_early_stop", "temperature"), "effective")
+                                          "eos_early_stop", "top_k", "top_p", "temperature"), "effective")
 
 
 @pytest.mark.parametrize("variant", sorted(BROKEN))

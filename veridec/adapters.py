@@ -7,6 +7,7 @@ LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded 
     LLaDAConvention(model)(x, attention_mask=sees, position_ids=p)  # WINO's: [B, 1, L, L] bool; LLaDA2's additive
     FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
     DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
+    HFBlockConvention(model)(x, attention_mask=m, position_ids=p, past_key_values=cache, store_kv=True)  # SDAR
 
 ``adapt(model, convention)`` picks one by name. Every adapter has ``device``, ``dtype`` and ``config``
 (``mask_token_id``, ``pad_token_id``, ``max_position_embeddings``, ``vocab_size``), and passes any other
@@ -25,7 +26,7 @@ import torch
 from .decoding import check_llada_layout
 from .models import KVCache
 
-CONVENTIONS = ("llada", "fastdllm", "dream")
+CONVENTIONS = ("llada", "fastdllm", "dream", "hf-block")
 
 
 @dataclass
@@ -248,9 +249,79 @@ class DreamConvention(_Convention):
         return ConventionOutput(self.model.raw_forward(x, positions, key_mask=keys).logits)
 
 
+class HFBlockConvention(_Convention):
+    """Block diffusion's call as SDAR / TraDo's ``block_diffusion_generate`` makes it (spec/block_diffusion.md
+    BD9): ``model(x, attention_mask=m, position_ids=p, past_key_values=cache, use_cache=True, store_kv=s).logits``.
+    ``cache`` is any object the decoder keeps for its run (a ``DynamicCache()``): the adapter keeps the stored
+    keys and values per cache object, in the order stored; a call attends to them, then to its own, as ``m``
+    ([B, Q, K] or [B, 1, Q, K], booleans or 0/1 with K = stored + Q; None: all) says; ``store_kv=True`` appends
+    its own. Logit shift 0 (the SDAR layout; a transformer with ``forward_dynamic``)."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        if getattr(model, "logit_shift", None) != 0 or not hasattr(model, "forward_dynamic"):
+            raise ValueError("the hf-block convention needs a transformer without logit shift (the SDAR layout)")
+        self._stores = {}  # id(cache object) -> (the object, veridec's cache, slots used)
+
+    def __call__(self, x=None, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
+                 store_kv=False, *, input_ids=None, **unused):
+        x = self._tokens(x, input_ids)
+        batch, queries = x.shape
+        if past_key_values is None:
+            raise ValueError("past_key_values: block diffusion's calls carry the run's cache (the published code "
+                             "passes one DynamicCache() to every call)")
+        cache, stored = self._store(past_key_values, batch)
+        length = cache.length
+        if stored + queries > length:
+            raise ValueError(f"the run stored {stored} positions and adds {queries}: more than the model's "
+                             f"max_length {length}")
+        sees = _block_visibility(attention_mask, batch, queries, stored + queries, x.device)  # [B|1, Q, K]
+        positions = _positions(position_ids, batch, queries, x.device) if position_ids is not None else \
+            torch.arange(stored, stored + queries, device=x.device).expand(batch, -1)
+        hidden = torch.zeros(sees.shape[0], queries, length - stored - (queries if store_kv else 0), dtype=torch.bool,
+                             device=x.device)  # the cache's unused slots
+        if store_kv:
+            visible = torch.cat([sees, hidden], dim=2)  # [B|1, Q, L]
+        else:
+            visible = torch.cat([sees[..., :stored], hidden, sees[..., stored:]], dim=2)  # [B|1, Q, L + Q]
+        bias = torch.zeros(visible.shape, dtype=torch.float64, device=x.device).masked_fill(~visible, -math.inf)
+        out = self.model.forward_dynamic(x, positions, cache, append_at=stored if store_kv else None,
+                                         attn_bias=bias[:, None])
+        if store_kv:
+            self._stores[id(past_key_values)] = (past_key_values, cache, stored + queries)
+        return ConventionOutput(out.logits)
+
+    def _store(self, handle, batch: int):
+        """The veridec cache behind ``handle`` and the slots it has used (a new, empty one the first time)."""
+        found = self._stores.get(id(handle))
+        if found is None or found[0] is not handle:
+            found = (handle, self.model.new_cache(batch, self.model.max_length), 0)
+            self._stores[id(handle)] = found
+        if found[1].keys[0].shape[0] != batch:
+            raise ValueError(f"past_key_values: this cache holds {found[1].keys[0].shape[0]} rows, the call {batch}")
+        return found[1], found[2]
+
+
+def _block_visibility(attention_mask, batch: int, queries: int, keys: int, device) -> torch.Tensor:
+    """[B|1, Q, K] booleans from block diffusion's mask: [B, Q, K] (JetAstra) or [B, 1, Q, K] (dLLM-RL), booleans
+    or 0/1 (1 attends; K may be longer: its first K columns are read, as the published modelling slices them);
+    None: every key."""
+    if attention_mask is None:
+        return torch.ones(1, queries, keys, dtype=torch.bool, device=device)
+    mask = attention_mask[:, 0] if attention_mask.dim() == 4 else attention_mask
+    if mask.dim() != 3 or mask.shape[0] not in (1, batch) or mask.shape[1] != queries or mask.shape[2] < keys:
+        raise ValueError(f"attention_mask must be [B, Q, K] or [B, 1, Q, K] with B = {batch}, Q = {queries} and at "
+                         f"least K = {keys} key columns (stored + this call's), got {tuple(attention_mask.shape)}")
+    mask = mask[..., :keys]
+    if not (mask.dtype == torch.bool or ((mask == 0) | (mask == 1)).all()):
+        raise ValueError("attention_mask must hold booleans or 0/1 (1: the query attends to the key)")
+    return mask.bool().to(device)
+
+
 def adapt(model, convention: str):
-    """``model`` behind the named convention: "llada", "fastdllm" or "dream"."""
-    adapters = {"llada": LLaDAConvention, "fastdllm": FastDLLMConvention, "dream": DreamConvention}
+    """``model`` behind the named convention: "llada", "fastdllm", "dream" or "hf-block"."""
+    adapters = {"llada": LLaDAConvention, "fastdllm": FastDLLMConvention, "dream": DreamConvention,
+                "hf-block": HFBlockConvention}
     if convention not in adapters:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     return adapters[convention](model)

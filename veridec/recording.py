@@ -7,8 +7,9 @@ on the same scale as ours.
     proxy.counters()                                      # model calls, full forwards, query positions
     proxy.trace(canvas, prompt_length=prompt.shape[1])    # which masks became which tokens between calls
 
-Each call is logged with what it was fed: a full forward or a prefill (the whole canvas), or a cached forward
-(its positions and tokens, and whether it writes the cache). A commit belongs to the step of the last call that
+Each call is logged with what it was fed: a full forward or a prefill (the whole canvas), a cached forward
+(its positions and tokens, and whether it writes the cache), or a block-diffusion call (its positions and tokens:
+the canvas there, stored or not). A commit belongs to the step of the last call that
 showed its position still masked; the final canvas closes the last step. A cached call shows the canvas only
 at the positions it is fed, which holds the decoders' windows (the block, or everything from it);
 read-only calls (``write=False``) and full calls over another batch show hypothetical states (packed or stacked
@@ -37,7 +38,7 @@ from .trace import Counters, StepRecord, Trace
 
 @dataclass
 class Call:
-    kind: str  # "full" (model(x) or prefill: the whole canvas) or "cached" (forward_cached)
+    kind: str  # "full" (model(x) or prefill: the whole canvas), "cached" (forward_cached) or "block" (forward_dynamic)
     positions: torch.Tensor  # [B, Q] canvas positions fed (host copy)
     tokens: torch.Tensor  # [B, Q] tokens fed there (host copy)
     shows_canvas: bool  # False for read-only cached calls (drafts), whose tokens are hypothetical
@@ -78,6 +79,13 @@ class RecordingModel:
             self.calls[-1].logits = output.logits.detach().cpu()
         return output
 
+    def forward_dynamic(self, tokens, positions, cache, **options):
+        """Block diffusion's call (veridec.adapters' hf-block): a cached call that shows the canvas at its
+        positions, stored or not."""
+        self._count()
+        self.calls.append(Call("block", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), True))
+        return self.model.forward_dynamic(tokens, positions, cache, **options)
+
     def raw_forward(self, tokens, rope_pos, **options):
         """The Dream convention's call (veridec.adapters): a full forward unless it reads a cache."""
         if options.get("cache") is None:
@@ -113,21 +121,26 @@ class RecordingModel:
         position still masked (a cached call shows only the positions it is fed, so a commit outside the window,
         such as a prompt mask decided by a block's full refresh, is placed at that refresh, not at the next call
         that happens to show it). Positions are in increasing order within a step (the calls do not show the
-        order inside a step). The counters count the revocations (a shown token back to the mask) and edits (a
+        order inside a step). A position a call shows for the first time (block diffusion's calls show the canvas
+        block by block) shows its state then, not a commit. The counters count the revocations (a shown token back
+        to the mask) and edits (a
         shown token replaced) the calls show; when every call is a full forward (of a canvas prefix),
         ``events`` holds them all (``events()``), else None. Positions no call shows count as masked. Raises
         ValueError for a decoder whose calls show hypothetical states (another batch size, read-only drafts)."""
         mask_id = self.model.special.mask_id if mask_id is None else mask_id
         final = canvas.detach().cpu()
         batch, length = final.shape
-        if not self.calls or self.calls[0].kind != "full":
-            raise ValueError("the decoder's first call must be a full forward or a prefill (it shows the canvas)")
+        if not self.calls or self.calls[0].kind not in ("full", "block"):
+            raise ValueError("the decoder's first call must be a full forward, a prefill or a block call (it shows "
+                             "the canvas)")
         if any(not c.shows_canvas or c.tokens.shape[0] != batch for c in self.calls):
             raise ValueError("this decoder's calls show drafts or stacked states, not its canvas: use counters()")
         trace = Trace("recorded", {"mask_id": mask_id}, prompt_length, batch)
         trace.counters = self.counters()
         width = max(length, *(int(c.positions.max()) + 1 for c in self.calls if c.positions.numel()))
         seen = _shown(self.calls[0].tokens, width, mask_id)  # [B, W] the canvas as the calls show it
+        shown = torch.zeros(batch, width, dtype=torch.bool, device="cpu")  # [B, W] shown by some call so far
+        shown[:, :self.calls[0].tokens.shape[1]] = True
         last_masked = torch.zeros(batch, width, dtype=torch.long, device="cpu")  # [B, W] last call showing it masked
         step_of = torch.full((batch, width), -1, dtype=torch.long, device="cpu")  # [B, W] a commit's step
         token_of = seen.clone()  # [B, W] the token a commit first showed (a later overwrite is no commit)
@@ -135,6 +148,10 @@ class RecordingModel:
         for index, call in enumerate(self.calls[1:] + [closing], start=1):
             now = seen.clone()
             now.scatter_(1, call.positions, call.tokens)
+            if call is not closing:  # a position shown for the first time shows its initial state, no event
+                fresh = torch.zeros_like(shown).scatter_(1, call.positions, True) & ~shown
+                seen, token_of = torch.where(fresh, now, seen), torch.where(fresh, now, token_of)
+                shown |= fresh
             held = (seen != mask_id) & (now != seen)  # [B, L] a shown token revoked or replaced
             trace.counters.revocations += int((held & (now == mask_id)).sum())
             trace.counters.edits += int((held & (now != mask_id)).sum())

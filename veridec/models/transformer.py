@@ -238,6 +238,18 @@ class BidirectionalTransformer(nn.Module):
             bias = bias.masked_fill(apart[:, None], float("-inf"))  # [B, 1, Q, Lk]
         return self.forward_cached(tokens, positions, cache, write=store, attn_bias=bias, check=False)
 
+    def forward_dynamic(self, tokens, positions, cache: KVCache, *, append_at: int | None = None,
+                        attn_bias=None) -> PredictorOutput:
+        """The append-only cache of transformers' ``DynamicCache`` (spec/block_diffusion.md BD9): ``tokens``
+        [B, Q] at RoPE ``positions`` [B, Q] attend to the cache's entries then their own; ``append_at`` n: their
+        keys and values are written at slots n .. n + Q - 1 (the order of storing, whatever their positions) and
+        the Q queries attend to all L slots. ``attn_bias`` [B|1, 1, Q, L (+ Q without append_at)] says which
+        slots each query sees. Returns raw logits [B, Q, V]."""
+        slots = None if append_at is None else torch.arange(append_at, append_at + tokens.shape[1],
+                                                            device=tokens.device).expand_as(tokens)  # [B, Q]
+        return self.raw_forward(tokens, positions, attn_bias=attn_bias, cache=cache, slots=slots,
+                                padded=False)
+
     # ---------------------------------------------------------------- the core
     def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
                     slots=None, output_attentions: bool = False, padded: bool | None = None) -> PredictorOutput:
