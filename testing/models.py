@@ -1,10 +1,10 @@
 """The models a check runs on: the shipped ones, a checkpoint folder, or tiny random ones built for checking.
 
-The tiny check models (``tiny-llada``, ``tiny-dream``, ``tiny-sdar``: block diffusion) are random transformers
-made to exercise a decoder's decisions: their LM head is scaled (confidences spread over (0, 1), so thresholds
-decide something), tokens come in pairs with identical LM-head rows (every argmax among a pair is an exact tie, which spec SQ0.4 breaks
-to the lower id), and they never propose the mask token (a decoder whose model does keeps the position masked,
-and the official threshold loops then never end).
+The tiny check models (``tiny-llada``, ``tiny-dream``, ``tiny-sdar``: block diffusion) are random transformers made
+to exercise a decoder's decisions: their LM head is scaled (confidences spread over (0, 1), so thresholds decide
+something), tokens come in pairs with identical LM-head rows (every argmax among a pair is an exact tie, which spec
+SQ0.4 breaks to the lower id), and they never propose the mask token (a decoder whose model does keeps the position
+masked, and the official threshold loops then never end).
 """
 
 from __future__ import annotations
