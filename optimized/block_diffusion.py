@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from veridec.decoding import check_logits
-from veridec.rules.sdar import SDARParams, row_record, sample_block, select
+from veridec.rules.sdar import SDARParams, published_select, row_record, sample_block, select
 from veridec.trace import Decoded, StepRecord, Trace
 
 
@@ -42,10 +42,13 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
-                             generator=None) -> Decoded:
+                             generator=None, published: bool = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
-    padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout."""
+    padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
+    ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions)."""
+    if published:
+        _check_published(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
     mask_id = model.special.mask_id if mask_id is None else mask_id
@@ -53,7 +56,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     layout = _layout(prompt, attention_mask, params, model.max_length)
     x = _canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = _Run(model, params, layout, x, mask_id, trace, generators)
+    run = _Run(model, params, layout, x, mask_id, trace, generators, published)
     run.prefill()
     for block in range(layout.first_block, layout.length // block_length):
         if not run.decode_block(block):
@@ -62,11 +65,21 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
 
 
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
-             generator=None, **settings) -> Decoded:
+             generator=None, published: bool = False, **settings) -> Decoded:
     """``block_diffusion_generate`` in veridec's calling order (model, prompt, attention_mask, settings by name),
     as the other decoders: what ``veridec check --against sdar`` and its reproducers run."""
     return block_diffusion_generate(model, prompt, attention_mask=attention_mask, ties=ties, generator=generator,
-                                    **settings)
+                                    published=published, **settings)
+
+
+def _check_published(prompt: torch.Tensor, temperature: float, strategy: str) -> None:
+    """BD10: where the published code raises before its first selection (BD7.1, BD7.2, BD7.5)."""
+    if prompt.shape[0] != 1:
+        raise RuntimeError("the published canvas has one row (BD7.5)")
+    if temperature == 0:
+        raise RuntimeError("probability tensor contains either inf, nan or element < 0 (temperature 0, BD7.1)")
+    if strategy == "entropy_bounded":
+        raise RuntimeError("the published entropy_bounded selection is never assigned (BD7.2)")
 
 
 def _generators(generator, batch: int) -> list:
@@ -120,9 +133,9 @@ def _output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id: int)
 class _Run:
     """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
 
-    def __init__(self, model, params, layout, x, mask_id, trace, generators):
+    def __init__(self, model, params, layout, x, mask_id, trace, generators, published=False):
         self.model, self.params, self.layout, self.x, self.mask_id = model, params, layout, x, mask_id
-        self.trace, self.generators = trace, generators
+        self.trace, self.generators, self.published = trace, generators, published
         batch = x.shape[0]
         self.offset = [prompt_pad - shift for prompt_pad, shift in zip(
             [trace.prompt_length - len(p) for p in layout.prompts], layout.shift)]  # canvas -> output position
@@ -176,12 +189,17 @@ class _Run:
             if not masked[row].any():
                 records.append(([], [], [], [], float("inf")))
                 continue
-            past = step >= self.params.denoising_steps
+            past = step >= self.params.denoising_steps and not self.published
             x0, x0_p, probs = sample_block(logits[row], self.params.temperature, self.params.top_k,
                                            self.params.top_p, self.generators[row], self.mask_id if past else None)
-            quota = int(masked[row].sum()) if past else self.params.schedule[step]
-            transfer = select(self.params, masked[row], x0_p, probs, quota)
-            records.append(row_record(masked[row], transfer, x0, x0_p, logits[row], start + self.offset[row]))
+            if self.published:  # BD10: overwrites included, past the schedule an IndexError
+                transfer = published_select(self.params, masked[row], x0_p, step)
+            else:
+                transfer = masked[row] if past else select(self.params, masked[row], x0_p, probs,
+                                                           self.params.schedule[step])
+            records.append(row_record(masked[row], transfer, x0, x0_p, logits[row], start + self.offset[row],
+                                      self.mask_id))
             span = slice(start, start + len(x0))
-            self.x[row, span] = torch.where(transfer & masked[row], x0, self.x[row, span])
+            written = transfer if self.published else transfer & masked[row]
+            self.x[row, span] = torch.where(written, x0, self.x[row, span])
         self.trace.steps.append(StepRecord(block, *map(list, zip(*records))))

@@ -58,9 +58,9 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
         check_logits(logits, trace, offset=start)
         x0, x0_p, probs = sample_block(logits[0], params.temperature, params.top_k, params.top_p, generator,
                                        banned=mask_id if past else None)
-        quota = int(masked.sum()) if past else params.schedule[step]
-        transfer = select(params, masked, x0_p, probs, quota)
-        positions, tokens, confidences, margins, gap = row_record(masked, transfer, x0, x0_p, logits[0], start)
+        transfer = masked if past else select(params, masked, x0_p, probs, params.schedule[step])
+        positions, tokens, confidences, margins, gap = row_record(masked, transfer, x0, x0_p, logits[0], start,
+                                                                  mask_id)
         trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap]))
         x[0, start:end] = torch.where(transfer & masked, x0, x[0, start:end])
         step += 1

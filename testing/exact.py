@@ -84,7 +84,8 @@ def upstream_defect(setup: CheckSetup, case: dict, ours: Side, prompt, mask) -> 
 def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetup) -> None:
     """A case where the official code fails: a candidate that fails too (any error, or past the call limit)
     reproduces it; one that completes must equal the target, or, where the official code completes otherwise
-    (``deviates``), may differ from the defect's step on."""
+    (``deviates``), equal the official run when the target can reproduce it (``Target.published``), else may
+    differ from the defect's step on."""
     theirs, defect, problems = outcome.candidate, outcome.defect, outcome.problems
     if theirs.error is not None:  # where the official code deviates, what it does next is not predicted
         _reproduces(outcome, setup, f"the candidate fails where the official code does ({theirs.error})")
@@ -96,9 +97,35 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
         return
     _compare(outcome, model, prompt, mask, setup.numeric_error)
     divergence = outcome.divergence
-    if outcome.failed and defect.kind == "deviates" and (divergence is None or divergence.step >= defect.at_step):
+    if not outcome.failed or defect.kind != "deviates":
+        return
+    if setup.goal.published is not None:  # the official behaviour is known: the candidate must do just that
+        _judge_as_published(outcome, setup, prompt, mask)
+    elif divergence is None or divergence.step >= defect.at_step:
         problems.clear()
         _reproduces(outcome, setup, f"the candidate deviates from step {defect.at_step} on, as the official code")
+
+
+def _judge_as_published(outcome: CaseOutcome, setup: CheckSetup, prompt, mask) -> None:
+    """Where the official code deviates and the target knows what it does (``Target.published``): a candidate
+    with the official canvas and counters reproduces the defect; any other one fails, saying how it differs."""
+    case, theirs = outcome.case, outcome.candidate
+    torch.manual_seed(case["seed"])
+    try:
+        official = setup.goal.published(setup.model, prompt, mask, setup.ties, **setup.goal.settings_of(case))
+    except (IndexError, RuntimeError) as raised:  # the official run deviates, then raises: so must the candidate
+        outcome.problems.append(f"the official code deviates at {outcome.defect.clause}, then raises "
+                                f"({type(raised).__name__}); the candidate completed")
+        return
+    counters = {name: getattr(official.trace.counters, name) for name in COST_FIELDS}
+    same = torch.equal(official.canvas.cpu(), theirs.canvas.cpu()) and counters == {
+        name: getattr(theirs.counters, name) for name in COST_FIELDS}
+    outcome.problems.clear()
+    if same:
+        _reproduces(outcome, setup, f"the candidate does what the official code does at {outcome.defect.clause}")
+        return
+    outcome.problems.append(f"the official code deviates here ({outcome.defect}); the candidate deviates "
+                            f"otherwise: its canvas or counters differ from the official run's (counters {counters})")
 
 
 def _reproduces(outcome: CaseOutcome, setup: CheckSetup, how: str) -> None:

@@ -51,6 +51,7 @@ class Target:
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
     family: str = "block"  # how its cases are drawn and resolved: "block", "dream", "wino", "editing" or "sdar"
+    published: Callable | None = None  # the official code's behaviour, defects included (where it deviates, EC6)
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
@@ -89,6 +90,12 @@ def _block_diffusion_target(model, prompt, attention_mask, ties, **settings) -> 
             calls.append(empty())
     trace.steps = calls
     return decoded
+
+
+def _published_block_diffusion(model, prompt, attention_mask, ties, **settings) -> Decoded:
+    """What the published block_diffusion_generate does, overwrites included (BD10): the canvas and counters a
+    candidate that deviates where it deviates must reproduce."""
+    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)
 
 
 def _veridec(decoder, **fixed):
@@ -131,7 +138,7 @@ TARGETS = {
                              max_batch=1, family="wino"),
     ("sdar", "none"): Target("sdar", "hf-block", _block_diffusion_target, SDAR_SETTINGS,
                              call="veridec.optimized.block_diffusion.generate", upstream="sdar",
-                             family="sdar"),
+                             family="sdar", published=_published_block_diffusion),
     ("editing", "none"): Target("editing", "llada", EDITING, EDITING_SETTINGS, length_name="max_new_tokens",
                                 call="veridec.reference.editing.generate", max_batch=1, family="editing"),
 }

@@ -3,13 +3,16 @@ calls as the published modelling does, the recording places the commits call by 
 decoder written from the spec alone (examples/sdar_sampler.py) against veridec's, with four broken variants
 caught."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from veridec.adapters import adapt
+from veridec.harness.cli import main
 from veridec.models.transformer import block_causal_bias
 from veridec.recording import RecordingModel
-from veridec.testing import load_check_model
+from veridec.testing import check_decoder, load_candidate, load_check_model
 
 
 
@@ -75,3 +78,88 @@ def test_a_prompt_tail_first_shown_by_its_block_is_no_commit():
     assert [step.positions[0] for step in trace.steps] == [[], [5, 6, 7]]
     assert trace.counters.model_calls == 2 and trace.counters.full_forwards == 0
     assert trace.counters.query_positions == 8
+
+
+# ---------------------------------------------------------------------------------------------- the check
+EXAMPLES = Path(__file__).parents[1] / "examples"
+RUN = dict(model="tiny-sdar", max_batch=1, padding=False)
+BROKEN = {"sees_the_next_block": 1, "stores_before_final": 1, "dynamic_threshold_on_committed": 1,
+          "row_zero_sample_for_every_row": 2}  # variant -> the batch it needs
+OVERWRITE = {"prompt": [[5]], "attention_mask": None, "seed": 1,  # quota 4 > 3 masks in the first block: BD7.3
+             "settings": {"gen_length": 7, "block_length": 4, "denoising_steps": 1, "temperature": 1.0, "top_k": 0,
+                          "top_p": 1.0, "remasking_strategy": "low_confidence_static", "confidence_threshold": 0.85,
+                          "stopping_criteria_idx": None}}
+
+
+def candidate(name: str):
+    file = "sdar_sampler.py" if name == "generate" else "sdar_sampler_broken.py"
+    return load_candidate(f"{EXAMPLES / file}:{name}")
+
+
+def test_the_example_from_the_spec_passes_with_its_knobs():
+    result = check_decoder(candidate("generate"), "sdar", max_examples=60, **RUN)
+    assert result.passed and result.trials == 60, result.markdown()
+    assert {"denoising_steps", "top_k", "top_p", "remasking_strategy", "temperature", "block_length"} <= {
+        name for name, verdict in result.knobs.items() if verdict == "effective"}, result.knobs
+    batched = check_decoder(candidate("generate"), "sdar", model="tiny-sdar", max_batch=3, padding=False,
+                            max_examples=25, knobs=False)
+    assert batched.passed, batched.markdown()
+
+
+@pytest.mark.parametrize("variant", sorted(BROKEN))
+def test_a_broken_variant_is_caught_with_a_shrunk_case(variant):
+    result = check_decoder(candidate(variant), "sdar", model="tiny-sdar", max_batch=BROKEN[variant], padding=False,
+                           max_examples=60, knobs=False)
+    assert not result.passed and result.failure is not None, variant
+    assert len(result.failure.case["prompt"]) == BROKEN[variant] and "--against sdar" in result.command
+
+
+def published_like():
+    """The example with the published selection (BD10): the quota uncapped, torch.topk over confidences -inf off the
+    masks (an over-quota step writes over committed tokens), an IndexError past the schedule."""
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from sdar_sampler import SdarSampler
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+    class Published(SdarSampler):
+        def quota(self, s, masked):
+            if s >= self.steps:
+                raise IndexError("past the schedule")
+            return self.b // self.steps + (1 if s < self.b % self.steps else 0)
+
+        def most_confident(self, masked, confidence, n):
+            return torch.topk(torch.where(masked, confidence, -torch.inf), n).indices
+
+    def generate(model, prompt, mask_id, gen_length=128, block_length=8, denoising_steps=8, temperature=1.0,
+                 top_k=0, top_p=1.0, remasking_strategy="low_confidence_dynamic", confidence_threshold=0.85,
+                 stopping_criteria_idx=None):
+        return Published(model, mask_id, gen_length, block_length, denoising_steps, temperature, top_k, top_p,
+                         remasking_strategy, confidence_threshold, None, stopping_criteria_idx).run(prompt)
+
+    return generate
+
+
+def test_where_the_published_code_overwrites_only_its_own_output_matches():
+    """BD7.3 with BD10: a candidate that overwrites as the published code does reproduces the defect; one that
+    deviates otherwise (a constant canvas, no model calls) fails, and so does better-than-upstream on request."""
+    def constant(model, prompt, mask_id, gen_length=128, block_length=8, **unused):
+        length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
+        return torch.cat([prompt, torch.full((1, length - prompt.shape[1]), 3)], dim=1)
+
+    run = dict(model="tiny-sdar", case=OVERWRITE, ties="torch")
+    matched = check_decoder(published_like(), "sdar", **run)
+    assert matched.passed and matched.upstream_defects == {"BD7.3": 1}, matched.markdown()
+    assert not check_decoder(published_like(), "sdar", upstream_defects="fail", **run).passed
+    wrong = check_decoder(constant, "sdar", **run)
+    assert not wrong.passed and "deviates otherwise" in wrong.markdown()
+    assert check_decoder(candidate("generate"), "sdar", **run).passed  # better than upstream: veridec's intent
+
+
+def test_the_command_line_checks_the_example(capsys):
+    code = main(["check", f"{EXAMPLES / 'sdar_sampler.py'}:generate", "--against", "sdar", "--max-batch", "1",
+                 "--no-padding", "--trials", "10", "--no-knobs", "--quiet"])
+    assert code == 0 and "against: sdar (convention hf-block, model tiny-sdar" in capsys.readouterr().out

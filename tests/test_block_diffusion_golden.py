@@ -112,3 +112,22 @@ def test_the_official_modelling_equals_our_block_causal_forward(models, key):
         theirs = torch.from_numpy(np.frombuffer(base64.b64decode(entry["logits"]), dtype=np.float64).copy())
         ours = model(tokens, block_size=entry["block_size"]).logits[0].double()
         assert (ours.flatten() - theirs).abs().max().item() <= 1e-12
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: f"case{case['id']}")
+def test_the_published_behaviour_replays_every_recorded_case(models, case):
+    """BD10: the cached decoder with ``published=True`` does what the published code did on every recorded case,
+    defects included: the same canvas and calls where it completed (overwrites too), an exception where it
+    raised (IndexError past the schedule)."""
+    log = CallLog(models[case["checkpoint"]])
+    official = case["official"]
+    torch.manual_seed(case["seed"])
+    try:
+        decoded = cached(log, torch.tensor(case["prompt"]), case["mask_id"], **settings_of(case), published=True)
+    except (IndexError, RuntimeError) as raised:
+        assert official["status"] == "raises", f"published mode raised {raised!r}; the official run completed"
+        if isinstance(raised, IndexError):
+            assert official["error"].startswith("IndexError") and log.calls == official["calls"]
+        return
+    assert official["status"] == "ok", f"the official run raised {official['error']}; published mode completed"
+    assert decoded.canvas[0].tolist() == official["output"] and log.calls == official["calls"]

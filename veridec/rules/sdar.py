@@ -137,8 +137,8 @@ def entropies(probs: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------- selection
 def select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, probs: torch.Tensor,
            quota: int) -> torch.Tensor:
-    """BD5/BD6: which positions [b] (bool) of one row's block commit, never more than its masks ``masked`` [b]:
-    ``quota`` is capped at the masks left (past the schedule it is every mask left)."""
+    """BD5/BD6: which positions [b] (bool) of one row's block commit at a schedule step, never more than its masks
+    ``masked`` [b]: ``quota`` is capped at the masks left. (Past the schedule every mask left commits, BD6.2.)"""
     n = min(quota, int(masked.sum()))
     strategy = params.remasking_strategy
     if strategy == "sequential":
@@ -174,6 +174,28 @@ def _entropy_bounded(masked: torch.Tensor, entropy: torch.Tensor, bound: float, 
     return torch.zeros_like(masked).index_fill(0, order[:k], True)
 
 
+def published_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, step: int) -> torch.Tensor:
+    """BD10: the published selection at schedule step ``step``, defects included: the quota uncapped,
+    ``sequential`` the range [first mask, first + n) whatever it holds, the others ``torch.topk`` over confidences
+    that are -inf off the masks (so an over-quota step picks unmasked positions). Raises IndexError past the
+    schedule, as the published loop does (BD7.4)."""
+    if step >= params.denoising_steps:
+        raise IndexError(f"index {step} is out of bounds for dimension 0 with size {params.denoising_steps} (the "
+                         "published loop past its schedule, BD7.4)")
+    n = params.schedule[step]
+    chosen = torch.zeros_like(masked)
+    if params.remasking_strategy == "sequential":
+        first = int(masked.nonzero()[0])
+        chosen[first:first + n] = True
+        return chosen
+    confidence = torch.where(masked, x0_p, torch.full_like(x0_p, -math.inf))  # [b]
+    if params.remasking_strategy == "low_confidence_dynamic":
+        high = confidence > params.confidence_threshold
+        if int(high.sum()) >= n:
+            return high
+    return chosen.index_fill(0, torch.topk(confidence, n).indices, True) if n else chosen
+
+
 def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> bool:
     """BD7.3: whether the published code's selection at schedule step ``step`` writes a position that is not
     masked: a quota above the masks left under low_confidence_static (and _dynamic, whose threshold branch
@@ -187,15 +209,17 @@ def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> 
 
 # ----------------------------------------------------------------------------------------------- the trace
 def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x0_p: torch.Tensor,
-               logits: torch.Tensor, offset: int) -> tuple[list, list, list, list, float]:
-    """One row's part of a step record: the committed positions (canvas positions: block position + ``offset``)
-    by decreasing confidence (lowest position first on ties), their tokens, confidences x0_p, logit margins
-    (top1 - top2 of the raw logits [b, V]), and the selection gap: the weakest commit's confidence minus the
-    strongest uncommitted mask's (inf when none is left)."""
-    chosen = (transfer & masked).nonzero().flatten()
+               logits: torch.Tensor, offset: int, mask_id: int) -> tuple[list, list, list, list, float]:
+    """One row's part of a step record: the positions committed (masked, selected, and not drawn as the mask token,
+    which leaves them masked: BD6.2), as canvas positions (block position + ``offset``) by decreasing confidence
+    (lowest position first on ties), their tokens, confidences x0_p, logit margins (top1 - top2 of the raw logits
+    [b, V]), and the selection gap: the weakest commit's confidence minus the strongest mask left's (inf when none
+    is left)."""
+    committed = transfer & masked & (x0 != mask_id)  # [b]
+    chosen = committed.nonzero().flatten()
     chosen = chosen[torch.sort(-x0_p[chosen].double(), stable=True).indices]
     top2 = logits[chosen].double().topk(min(2, logits.shape[-1]), dim=-1).values  # [n, 2]
-    left = masked & ~transfer
+    left = masked & ~committed
     weakest = x0_p[chosen].double().min().item() if chosen.numel() else math.inf
     strongest = x0_p[left].double().max().item() if left.any() else -math.inf
     return ([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
