@@ -329,3 +329,20 @@ def test_a_block_that_ends_at_its_forward_limit_is_not_stalled(models):
         assert fast.canvas.tolist() == ours.canvas.tolist() and fast.forwards == ours.forwards
     with pytest.raises(DecodeStalled, match="max_forwards"):  # one forward short of a block of two masks
         optimized_editing.generate(models["llada"], prompt, **{**settings, "block_size": 2, "threshold": 1.0})
+
+
+def test_the_edit_rule_runs_on_a_block_diffusion_model():
+    """ED1, ED8 on the SDAR layout (spec/models.md M10: block diffusion, no logit shift): the reference, the batched
+    decoder and the block cache give the same canvas and the same events."""
+    from veridec.models import random_model
+
+    for seed in (0, 2):
+        model = random_model("sdar", seed=seed, dtype=torch.float64)
+        prompt = torch.tensor([[5, 17, 3, 22, 9]])
+        settings = dict(max_new_tokens=12, block_size=4, threshold=0.2, editing_threshold=0.05, max_post_steps=4)
+        ours = reference_editing.generate(model, prompt, **settings)
+        assert ours.events
+        for cache in ("none", "block"):
+            fast = optimized_editing.generate(model, prompt, cache=cache, **settings)
+            assert torch.equal(fast.canvas, ours.canvas)
+            assert [e.key() for e in fast.events] == [e.key() for e in ours.events]
