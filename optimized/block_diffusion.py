@@ -139,10 +139,8 @@ class _Run:
         batch = x.shape[0]
         self.offset = [prompt_pad - shift for prompt_pad, shift in zip(
             [trace.prompt_length - len(p) for p in layout.prompts], layout.shift)]  # canvas -> output position
-        shift = torch.tensor(layout.shift, device=x.device)
-        self.cache = model.block_cache(torch.ones_like(x, dtype=torch.bool))
-        self.cache.rope_offset.copy_(shift)  # each row's positions count from its own canvas
-        self.first_real = shift  # [B]
+        self.first_real = torch.tensor(layout.shift, device=x.device)  # [B] each row's canvas starts there
+        self.cache = model.block_cache(*x.shape, first_real=self.first_real)
         self.stopped = [False] * batch
 
     def forward(self, start: int, width: int, store: bool) -> torch.Tensor:

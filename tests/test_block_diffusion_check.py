@@ -163,3 +163,46 @@ def test_the_command_line_checks_the_example(capsys):
     code = main(["check", f"{EXAMPLES / 'sdar_sampler.py'}:generate", "--against", "sdar", "--max-batch", "1",
                  "--no-padding", "--trials", "10", "--no-knobs", "--quiet"])
     assert code == 0 and "against: sdar (convention hf-block, model tiny-sdar" in capsys.readouterr().out
+
+
+def test_the_targets_trace_has_a_step_per_model_call():
+    """BD9: an empty step (block -1) for the prefill, iff the prompt has a whole block, and one after each block's
+    last denoising step for its store, so that step k of the target is its model call k."""
+    from veridec.testing.targets import TARGETS
+
+    decode = TARGETS[("sdar", "none")].decode
+    model = load_check_model("tiny-sdar")
+    for length, prefilled in ((4, True), (3, False), (9, True)):
+        decoded = decode(model, torch.arange(5, 5 + length)[None], None, "lowest", gen_length=6, block_length=4,
+                         denoising_steps=2, temperature=0.0)
+        steps = decoded.trace.steps
+        assert len(steps) == decoded.trace.counters.model_calls
+        assert (steps[0].block == -1) is prefilled
+        stores = [k for k, step in enumerate(steps) if step.block < 0 and (k or not prefilled)]
+        assert all(steps[k - 1].block >= 0 and (k + 1 == len(steps) or steps[k + 1].block > steps[k - 1].block)
+                   for k in stores), [step.block for step in steps]
+
+
+def test_where_the_published_code_overwrites_its_calls_count_too():
+    """BD10, EC6: the published canvas with one model call more (a block stored twice) does not reproduce it."""
+    generate = published_like()
+
+    def stores_twice(model, prompt, mask_id, **settings):
+        out = generate(model, prompt, mask_id, **settings)
+        model(out[:, :4], attention_mask=None, past_key_values=object(), store_kv=True)  # one call too many
+        return out
+
+    result = check_decoder(stores_twice, "sdar", model="tiny-sdar", case=OVERWRITE, ties="torch")
+    assert not result.passed and "deviates otherwise" in result.markdown()
+
+
+def test_every_block_diffusion_knob_has_other_values():
+    """BD9, EC7: each setting the check searches has values other than the case's (a knob with none is never
+    exercised, so an ignored setting would pass)."""
+    from veridec.testing.knobs import KNOBS, alternatives
+
+    settings = {"gen_length": 4, "block_length": 4, "denoising_steps": 2, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+                "remasking_strategy": "low_confidence_dynamic", "confidence_threshold": 0.85, "eb_threshold": 1.0}
+    for name in ("denoising_steps", "top_k", "top_p", "remasking_strategy", "confidence_threshold", "eb_threshold"):
+        others = alternatives(name, settings)
+        assert name in KNOBS and others and settings[name] not in others, name

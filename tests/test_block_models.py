@@ -77,8 +77,7 @@ def test_the_block_cache_equals_the_full_forward_with_whole_blocks_of_padding():
     full = model(row[None], block_size=4).logits[0]  # [12, V]
     x = torch.stack([torch.cat([row, torch.full((4,), 5)]), torch.cat([torch.full((4,), 7), row])])  # [2, 16]
     shift = torch.tensor([0, 4])
-    cache = model.block_cache(torch.ones_like(x, dtype=torch.bool))
-    cache.rope_offset.copy_(shift)
+    cache = model.block_cache(*x.shape, first_real=shift)
     prefill = model.forward_blocks(x[:, :8], 0, cache, 4, store=True, first_real=shift).logits
     assert max_abs(prefill[0], full[:8]) < 1e-12 and max_abs(prefill[1, 4:], full[:4]) < 1e-12
     third = model.forward_blocks(x[:, 8:12], 8, cache, 4, store=False, first_real=shift).logits

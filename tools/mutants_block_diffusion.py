@@ -32,7 +32,8 @@ BD = "tests/test_block_diffusion.py"
 GOLDEN = "tests/test_block_diffusion_golden.py"
 CHECK = "tests/test_block_diffusion_check.py"
 MODELS = "tests/test_block_models.py"
-RULE = (BD, GOLDEN, CHECK)
+SELECTION = "tests/test_sdar_rule.py"  # the selections by hand (added after the related-test triage)
+RULE = (BD, GOLDEN, CHECK, SELECTION)
 DECODE = (BD, GOLDEN)
 
 MUTANTS: list[Mutant] = [
@@ -93,7 +94,7 @@ MUTANTS: list[Mutant] = [
         "        return masked & (torch.arange(len(masked), device=masked.device) < int(masked.nonzero()[0]) + n)\n",
         "sequential takes the masks inside the range [first mask, first + n) instead of the first n masks: "
         "after a drawn mask token left a hole, fewer than n positions commit",
-        "spec/block_diffusion.md BD6.3", (BD,),
+        "spec/block_diffusion.md BD6.3", (BD, SELECTION),
     ),
     Mutant(
         "bd-dynamic-threshold-ge",
@@ -150,7 +151,7 @@ MUTANTS: list[Mutant] = [
         "    n = min(params.schedule[step], int(masked.sum()))\n",
         "published_select caps the quota at the masks left: the published overwrites of prompt and committed "
         "tokens (BD7.3) are no longer reproduced",
-        "spec/block_diffusion.md BD10", (GOLDEN, CHECK),
+        "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
         "bd-published-sequential-masked-only",
@@ -159,7 +160,7 @@ MUTANTS: list[Mutant] = [
         "        chosen[first:first + n] = masked[first:first + n]\n",
         "published sequential selects only the masks of [f, f + n): its overwrite of committed positions "
         "after a drawn mask token is not reproduced",
-        "spec/block_diffusion.md BD10", (GOLDEN, CHECK),
+        "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
         "bd-published-confidence-unmasked",
@@ -170,7 +171,7 @@ MUTANTS: list[Mutant] = [
         "    confidence = x0_p  # [b]\n",
         "the published selection ranks every position by its draw's probability, not -inf off the masks: "
         "committed tokens compete with masks at every step and are overwritten",
-        "spec/block_diffusion.md BD10", (GOLDEN, CHECK),
+        "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
         "bd-overwrites-at-equal-quota",
@@ -301,7 +302,7 @@ MUTANTS: list[Mutant] = [
         "            written = transfer & masked[row]\n",
         "published=True writes only masked positions: the published overwrites of prompt and committed tokens "
         "are not in the canvas, so the published run equals the intended one",
-        "spec/block_diffusion.md BD10", (GOLDEN, CHECK),
+        "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
         "bd-opt-first-real-dropped",
@@ -354,9 +355,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-block-cache-rope-offset-dropped",
         "veridec/models/transformer.py",
-        "        cache.padded = not bool(attention_mask.all())\n"
-        "        cache.rope_offset.copy_((~attention_mask).sum(dim=1))\n",
-        "        cache.padded = not bool(attention_mask.all())\n",
+        "            cache.rope_offset.copy_(first_real)\n",
+        "            pass\n",
         "block_cache leaves the RoPE offset 0: a row shifted by blocks of padding counts its positions from the "
         "batch canvas, not its own",
         "spec/models.md M10", (MODELS,),

@@ -205,14 +205,13 @@ class BidirectionalTransformer(nn.Module):
                                 slots=positions if write else None, output_attentions=output_attentions,
                                 padded=cache.padded)
 
-    def block_cache(self, attention_mask: torch.Tensor) -> KVCache:
-        """An empty cache for block diffusion over a canvas whose keys are ``attention_mask`` [B, L] (False: left
-        padding, whole blocks of it); ``forward_blocks`` fills it block by block."""
-        batch, length = attention_mask.shape
+    def block_cache(self, batch: int, length: int, first_real: torch.Tensor | None = None) -> KVCache:
+        """An empty cache for block diffusion over a canvas of ``length`` positions, filled block by block by
+        ``forward_blocks``; ``first_real`` [B]: each row's first real position (whole blocks of left padding before
+        it), from which its RoPE positions count."""
         cache = self.new_cache(batch, length)
-        cache.key_mask.copy_(attention_mask)
-        cache.padded = not bool(attention_mask.all())
-        cache.rope_offset.copy_((~attention_mask).sum(dim=1))
+        if first_real is not None:
+            cache.rope_offset.copy_(first_real)
         return cache
 
     def forward_blocks(self, tokens, start: int, cache: KVCache, block_size: int, *, store: bool,
