@@ -12,6 +12,7 @@ from veridec.reference.dream import diffusion_generate
 from veridec.reference.llada import generate
 from veridec.rules.dream import DreamParams
 from veridec.rules.llada import LLaDAParams
+from veridec.throughput import throughput
 
 from .arguments import UsageError, check_device, check_output_file, load_model_arg
 
@@ -46,14 +47,16 @@ def run(args) -> int:
     steps = args.gen_length if args.steps is None else args.steps
     decode = sampler(args, steps)  # validates every sampling argument before any forward
     torch.manual_seed(args.seed)
-    start = time.time()
+    start = time.perf_counter()
     with tqdm(total=None if args.tokens_per_step else steps, disable=args.quiet, desc="decoding", leave=False) as bar:
         decoded = decode(ProgressModel(model, bar), torch.tensor([ids], device=device))
-    seconds = time.time() - start
+    seconds = time.perf_counter() - start
     print(render(model, decoded.canvas[0], len(ids)))
     trace = decoded.trace
+    speed = throughput(decoded.canvas, len(ids), seconds, model_calls=trace.counters.model_calls,
+                       eos_id=model.special.eos_id, mask_id=model.special.mask_id, dtype=model.dtype)
     print(f"steps {len(trace.steps)} | full forwards {trace.counters.full_forwards} | "
-          f"tokens/step {trace.tokens_per_step():.2f} | {seconds:.2f} s")
+          f"tokens/step {trace.tokens_per_step():.2f} | {speed.summary()}")
     warn_masks_left(decoded.canvas[0], model.special.mask_id, args.sampler)
     if args.trace:
         trace.save(args.trace)

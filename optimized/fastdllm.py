@@ -10,6 +10,9 @@ The loop is ``veridec.optimized.parallel.decode`` with the rule ``FastDLLMParams
 loop's details as one hook (``UpstreamLoop``): the prefix path's unused Gumbel draw per cached step is kept, so
 seeds reproduce the official code; ``legacy_loop=True`` reproduces the June 2025 code (commit 24cc59e), which
 tests after the forward and so spends one more cached forward when a block's refresh step completed it.
+``compile=True`` runs the refresh and the cached block step under ``torch.compile(fullgraph=True,
+mode="reduce-overhead")``, one graph per shape (``veridec.optimized.compiled``); the same trace as eager where
+the backend runs the eager kernels.
 """
 
 from __future__ import annotations
@@ -62,10 +65,12 @@ def generate_with_dual_cache(model, prompt, attention_mask=None, steps=128, gen_
 @torch.no_grad()
 def _generate(cache, model, prompt, attention_mask, steps, gen_length, block_length, temperature, remasking,
               mask_id, threshold, factor, *, inclusive: bool = True, last_rank: str = "commit", ties: str = "lowest",
-              generator: torch.Generator | None = None, record_logits: bool = False, legacy_loop: bool = False):
+              generator: torch.Generator | None = None, record_logits: bool = False, legacy_loop: bool = False,
+              compile: bool | dict = False):
     params = FastDLLMParams(steps, gen_length, block_length, temperature, remasking, threshold, factor, inclusive,
                             last_rank, ties)
     return decode(model, prompt, attention_mask, rule=params.rule, cache=cache, gen_length=gen_length,
                   block_length=block_length, temperature=temperature, remasking=remasking, mask_id=mask_id,
                   ties=ties, generator=generator, record_logits=record_logits, name=f"fastdllm-{cache}-cache",
-                  hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"))
+                  hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"),
+                  compile=compile)

@@ -18,13 +18,15 @@ from typing import NamedTuple
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import (check_decode_args, check_logits, check_model_supports, check_progress, decode_params,
+from veridec.decoding import (check_decode_args, check_model_supports, check_progress, check_step_logits, decode_params,
                               step_budget)
 from veridec.models.interface import scoring_queries
 from veridec.rules.common import check_choice
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
+
+from .compiled import compiled
 
 CACHES = ("none", "prefix", "dual")
 
@@ -45,6 +47,7 @@ class Block(NamedTuple):
     index: int
     start: int  # first canvas position of the block
     end: int  # one past its last
+    first: int = 0  # no candidate lies left of it: the leftmost mask before ``end`` as the block starts
 
 
 class Window(NamedTuple):
@@ -76,18 +79,30 @@ class Decoding:
     def needs_attention(self) -> bool:
         return getattr(self.rule, "needs_attention", False)
 
+    @property
+    def sampled(self) -> bool:
+        return self.sampling["temperature"] > 0 or self.sampling["remasking"] == "random"
+
+    @property
+    def reads_whole_window(self) -> bool:
+        """Whether a step needs every window column, not only those up to the block's end (``take_step``)."""
+        return self.sampled or getattr(self.rule, "remembers_window", False)
+
 
 @torch.no_grad()
 def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, rule, cache: str = "dual",
            gen_length: int = 128, block_length: int = 32, temperature: float = 0.0,
            remasking: str = "low_confidence", mask_id: int | None = None, ties: str = "lowest",
            generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
-           hook: LoopHook | None = None) -> Decoded:
+           hook: LoopHook | None = None, compile: bool | dict = False) -> Decoded:
     """As ``veridec.reference.parallel.decode`` with a cache policy. ``hook`` reproduces an upstream loop's
-    extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``)."""
+    extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``). ``compile``: True (or
+    torch.compile options) runs the model's forwards compiled, one graph per shape (``veridec.optimized.compiled``);
+    the loop and the rule are the same."""
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
+    model = compiled(model, compile)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     batch, prompt_len = prompt.shape
@@ -107,8 +122,9 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     """A refresh (full forward, filling the cache) and its step, then cached steps until no mask is left."""
     at_start = masks_in(x, block, run.mask_id).sum(dim=1)  # [B]
     before_end = torch.arange(x.shape[1], device=x.device) < block.end  # [L]
-    sampled = run.sampling["temperature"] > 0 or run.sampling["remasking"] == "random"
-    budget = step_budget((x == run.mask_id) & before_end[None], run.rule, sampled)
+    left = (x[:, :block.start] == run.mask_id).any(dim=0).nonzero()  # prompt masks compete too (SQ1.3)
+    block = block._replace(first=int(left[0]) if len(left) else block.start)  # commits only move it right
+    budget = step_budget((x == run.mask_id) & before_end[None], run.rule, run.sampled)
     logits, attentions, window, kv = refresh(run, x)
     x = take_step(run, x, block, 0, at_start, logits, attentions, window)
     step = 1
@@ -153,21 +169,31 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
 
 def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
               attentions, window: Window) -> torch.Tensor:
-    """The rule's step on the window's logits; records it and returns the new canvas [B, L]."""
-    check_logits(logits, run.trace, offset=window.start)
-    span = slice(window.start, window.start + logits.shape[1])
+    """The rule's step on the window's logits; records it and returns the new canvas [B, L].
+
+    The step reads only the window's columns from ``block.first`` to the block's end, where every candidate
+    lies (a no-cache window is the whole canvas, a prefix window runs to its end: up to 10x more columns):
+    proposals, float64 softmax, the finiteness check (fused into that softmax: ``check_step_logits``) and the
+    trace's margins cover the candidates' columns only. The whole window is read when the rule remembers it
+    (KLASS) or the step draws random numbers over its shape (temperature > 0, random remasking: the draws keep
+    the reference's shapes)."""
+    stop = block.end - window.start  # window columns before the block's end: every candidate lies there
+    cut = slice(0, logits.shape[1]) if run.reads_whole_window else slice(max(0, block.first - window.start),
+                                                                         min(stop, logits.shape[1]))
+    offset = window.start + cut.start  # canvas position of the step's first column
+    logits, span = logits[:, cut], slice(offset, window.start + cut.stop)
     tokens = x[:, span]  # [B, W]
-    positions = torch.arange(span.start, span.stop, device=x.device)
     live = masks_in(x, block, run.mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
-    candidates = (tokens == run.mask_id) & (positions < block.end)[None] & live
-    dependency = symmetrized_dependency(attentions, run.rule, window.rows, window.cols) if run.needs_attention \
-        else None
-    result = parallel_step(run.rule, logits, tokens, candidates, **run.sampling, offset=window.start,
+    candidates = (tokens == run.mask_id) & (torch.arange(cut.start, cut.stop, device=x.device) < stop)[None] & live
+    dependency = symmetrized_dependency(attentions, run.rule, window.rows[..., cut], window.cols[..., cut]) \
+        if run.needs_attention else None
+    result = parallel_step(run.rule, logits, tokens, candidates, **run.sampling, offset=offset,
                            block_step=step, block_masks_at_start=at_start,
                            block_masks=masks_in(x, block, run.mask_id).sum(dim=1), block_length=run.block_length,
                            dependency=dependency, state=run.state)
+    check_step_logits(logits, result.view.token_probs, candidates, run.trace, offset=offset)
     record_step(run.trace, block.index, tokens, result.x, run.mask_id, result.confidence, result.choice_logits,
-                result.order, run.record_logits, offset=window.start)
+                result.order, run.record_logits, offset=offset)
     return torch.cat([x[:, :span.start], result.x, x[:, span.stop:]], dim=1)
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import torch
 
 from veridec.canvas import initial_canvas
-from veridec.decoding import check_decode_args, check_logits, check_progress, check_rule, decode_params, step_budget
+from veridec.decoding import (check_decode_args, check_progress, check_rule, check_step_logits, decode_params,
+                              step_budget)
 from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import DAPD, KLASS, Threshold
@@ -139,10 +140,11 @@ class _Run:
     def step(self, logits, offset: int, end: int):
         """R's step on the current state's logits (window at ``offset``) -> (the next canvas, ``record(block)``
         which appends that step to the trace, the StepView R's rule saw)."""
-        check_logits(logits, self.trace, offset=offset)
         window = self.x[:, offset:offset + logits.shape[1]]
         positions = torch.arange(offset, offset + window.shape[1], device=window.device)
-        result = parallel_step(self.rule, logits, window, (window == self.mask_id) & (positions < end)[None])
+        candidates = (window == self.mask_id) & (positions < end)[None]
+        result = parallel_step(self.rule, logits, window, candidates)
+        check_step_logits(logits, result.view.token_probs, candidates, self.trace, offset=offset)
         after = self.x.clone()
         after[:, offset:offset + window.shape[1]] = result.x
 

@@ -203,7 +203,8 @@ def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int)
     if params.temperature == 0:
         return defect(SDAR_GREEDY, 0)
     b = params.block_length
-    canvas = torch.full((-(-(prompt.shape[1] + params.gen_length) // b) * b,), mask_id, dtype=torch.long)
+    length = -(-(prompt.shape[1] + params.gen_length) // b) * b
+    canvas = torch.full((length,), mask_id, dtype=torch.long, device="cpu")  # [T] on the host
     canvas[:prompt.shape[1]] = prompt[0].cpu()
     in_block, last = 0, None
     for k, step in enumerate(steps):
@@ -216,7 +217,7 @@ def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int)
             return defect(SDAR_PAST_SCHEDULE, k)
         if official_overwrites(params, masked, in_block):
             return defect(SDAR_OVERWRITE, k)
-        canvas[step.positions[0]] = torch.tensor(step.tokens[0], dtype=torch.long)
+        canvas[step.positions[0]] = torch.tensor(step.tokens[0], dtype=torch.long, device="cpu")
     return None
 
 

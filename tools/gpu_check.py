@@ -193,9 +193,10 @@ def same(a, b) -> bool:
     return compare_traces(a.trace, b.trace).same_commit_order and torch.equal(a.canvas, b.canvas)
 
 
-def shaped_model(shape: str, device: torch.device, dtype: torch.dtype) -> BidirectionalTransformer:
-    """Random weights built directly on the device (no float64 CPU copy of an 8B model)."""
-    cfg = TransformerConfig(**SHAPES[shape])
+def shaped_model(shape: str | dict, device: torch.device, dtype: torch.dtype) -> BidirectionalTransformer:
+    """Random weights built directly on the device (no float64 CPU copy of an 8B model); ``shape`` names one
+    of SHAPES or gives TransformerConfig's sizes."""
+    cfg = TransformerConfig(**(SHAPES[shape] if isinstance(shape, str) else shape))
     special = SpecialTokens(mask_id=cfg.vocab_size - 1, eos_id=cfg.vocab_size - 2, eot_id=cfg.vocab_size - 3,
                             pad_id=cfg.vocab_size - 2)
     previous = torch.get_default_dtype()

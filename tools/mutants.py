@@ -452,8 +452,8 @@ MUTANTS: list[Mutant] = [
         "spec/parallel.md P11 (counters); spec/notation.md N8", (CACHE, COUNTERS)),
     Mutant(
         "cached-candidate-at-block-end", "optimized/parallel.py",
-        "candidates = (tokens == run.mask_id) & (positions < block.end)[None]",
-        "candidates = (tokens == run.mask_id) & (positions <= block.end)[None]",
+        "stop = block.end - window.start  # window columns before the block's end: every candidate lies there",
+        "stop = block.end + 1 - window.start  # window columns before the block's end: every candidate lies there",
         "the first position after the block is a candidate of the block's steps",
         "spec/parallel.md P11 (candidates)", (DECODERS, CACHE)),
     Mutant(
@@ -469,9 +469,27 @@ MUTANTS: list[Mutant] = [
         "a cached DAPD step reads attention at the token's own key, not at its query position",
         "spec/parallel.md P8 (dependency), P11", (DECODERS,)),
     Mutant(
+        "step-columns-start-at-the-block", "optimized/parallel.py",
+        "slice(max(0, block.first - window.start),",
+        "slice(max(0, block.start - window.start),",
+        "a step's columns start at the block, so masks inside the prompt stop competing in no-cache steps",
+        "spec/parallel.md P11 (what a step reads; candidates)", (DECODERS, FASTDLLM)),
+    Mutant(
+        "fused-check-ignores-candidates", "veridec/decoding.py",
+        "if not bool((token_probs.isnan() & candidates).any()):",
+        "if not bool(token_probs.isnan().any()):",
+        "the fused finiteness check refuses NaN probabilities at positions no step acts on",
+        "spec/sequential.md SQ0.6 (non-finite values)", (HOSTILE,)),
+    Mutant(
+        "trace-records-a-proposed-mask", "veridec/trace.py",
+        "if r == row and was[i] == mask_id and now[i] != mask_id]",
+        "if r == row and was[i] == mask_id]",
+        "a selected position whose proposal is the mask token itself is recorded as a commit",
+        "spec/sequential.md SQ0.1 (trace)", (GOLDEN, DECODERS)),
+    Mutant(
         "unused-draw-on-the-dual-cache", "optimized/fastdllm.py",
-        'hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"))',
-        'hook=UpstreamLoop(unused_draw=cache == "dual", legacy=legacy_loop and cache != "none"))',
+        'hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"),',
+        'hook=UpstreamLoop(unused_draw=cache == "dual", legacy=legacy_loop and cache != "none"),',
         "the official prefix path's unused Gumbel draw is made on the dual cache instead",
         "spec/fastdllm.md FD6", (CACHE, FASTDLLM)),
     Mutant(

@@ -91,26 +91,43 @@ class NonFiniteLogits(ValueError):
     model, or a guidance that diverged."""
 
 
-def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits") -> None:
+def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits",
+                 where: torch.Tensor | None = None) -> None:
     """Refuse NaN anywhere, +inf, or a position whose logits are all -inf in ``logits`` [B, W, V] (or [B, V]) a
     step acts on, naming the step, the model call, the row, the canvas position (and the token); -inf stays
-    allowed per token (it bans that token). Two comparisons and two reductions on the device, and one host
-    synchronisation, per step."""
+    allowed per token (it bans that token). ``where`` [B, W] (or [B]) bool: only those positions are checked
+    (a parallel step's candidates, spec SQ0.6); every position when None. Two comparisons and two reductions
+    on the device, and one host synchronisation, per step."""
     bad = ~(logits < torch.inf)  # NaN and +inf; -inf and finite values compare below +inf
     banned = ~(logits > -torch.inf).any(dim=-1)  # [B, W] (or [B]): no token left to draw
+    if where is not None:
+        bad, banned = bad & where[..., None], banned & where
     if not (bad.any() | banned.any()):  # both flags in one read from the device
         return
     when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
     if bad.any():
         index = bad.nonzero()[0].tolist()
         value = logits[tuple(index)].item()
-        where = _row_position(index[:-1], offset) + f", token {index[-1]}"
-        raise NonFiniteLogits(f"{what} {when} are {value} at {where}: a decoder refuses NaN and +inf logits "
+        place = _row_position(index[:-1], offset) + f", token {index[-1]}"
+        raise NonFiniteLogits(f"{what} {when} are {value} at {place}: a decoder refuses NaN and +inf logits "
                               "(-inf bans a token)")
     if banned.any():
-        where = _row_position(banned.nonzero()[0].tolist(), offset)
-        raise NonFiniteLogits(f"{what} {when} are -inf for every token at {where}: the softmax there is NaN, so a "
+        place = _row_position(banned.nonzero()[0].tolist(), offset)
+        raise NonFiniteLogits(f"{what} {when} are -inf for every token at {place}: the softmax there is NaN, so a "
                               "decoder refuses a position with no finite logit (-inf may ban some tokens, not all)")
+
+
+def check_step_logits(logits: torch.Tensor, token_probs: torch.Tensor, candidates: torch.Tensor, trace,
+                      offset: int = 0, what: str = "the model's logits") -> None:
+    """``check_logits(logits, ..., where=candidates)`` fused into the step's own float64 softmax: the
+    probabilities p(x̂) [B, W] a parallel step computed from ``logits`` are NaN exactly where a position's logits
+    hold NaN or +inf or are all -inf (the softmax of such a row is NaN throughout), so one comparison and one
+    reduction over [B, W] and one host read replace two passes over [B, W, V]. On a refusal ``check_logits``
+    names the step, call, row, position and token."""
+    if not bool((token_probs.isnan() & candidates).any()):
+        return
+    check_logits(logits, trace, offset, what, where=candidates)
+    raise NonFiniteLogits(f"{what} at step {len(trace.steps)} give a NaN probability at a candidate")
 
 
 def _row_position(index: list[int], offset: int) -> str:

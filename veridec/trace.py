@@ -132,20 +132,33 @@ def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Ten
     before/after [B, W]; confidence [B, W] (the rule's ranking score, -inf for non-candidates);
     logits [B, W, V] the logits the token choice was made from. The arrays may cover a window of the canvas
     starting at canvas position ``offset`` (cached decoders); recorded positions are canvas positions.
+    Only the ranked positions are read (their margins from their own logits rows), in one host read.
     """
-    margins = logit_margins(logits.float())  # [B, L]
-    positions, tokens, confs, margs, gaps, kept_logits = [], [], [], [], [], []
-    for row, ranked in enumerate(order):
-        committed = [p for p in ranked if before[row, p] == mask_id and after[row, p] != mask_id]
-        positions.append([p + offset for p in committed])
-        tokens.append(after[row, committed].tolist())
-        confs.append(confidence[row, committed].double().tolist())
-        margs.append(margins[row, committed].tolist())
-        left = (after[row] == mask_id) & torch.isfinite(confidence[row].double())
-        weakest = confidence[row, committed].double().min().item() if committed else float("inf")
-        strongest_left = confidence[row][left].double().max().item() if left.any() else float("-inf")
+    rows = [row for row, ranked in enumerate(order) for _ in ranked]
+    cols = [p for ranked in order for p in ranked]
+    at = (torch.tensor(rows, dtype=torch.long, device=after.device),
+          torch.tensor(cols, dtype=torch.long, device=after.device))
+    conf = confidence.double()
+    left = (after == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked
+    strongest = torch.where(left, conf, -torch.inf).amax(dim=1)  # [B], -inf when none is left
+    picked = logits[at]  # [n, V]
+    values = torch.cat([before[at].double(), after[at].double(), conf[at], logit_margins(picked.float()).double(),
+                        strongest]).tolist()  # one read: token ids are exact in float64
+    n = len(cols)
+    was, now, confs, margs, strongest = (values[:n], values[n:2 * n], values[2 * n:3 * n], values[3 * n:4 * n],
+                                         values[4 * n:])
+    kept = picked.float().tolist() if record_logits else None
+    positions, tokens, confidences, margins, gaps, kept_logits = [], [], [], [], [], []
+    for row in range(len(order)):
+        mine = [i for i, r in enumerate(rows) if r == row and was[i] == mask_id and now[i] != mask_id]
+        positions.append([cols[i] + offset for i in mine])
+        tokens.append([int(now[i]) for i in mine])
+        confidences.append([confs[i] for i in mine])
+        margins.append([margs[i] for i in mine])
+        weakest = min(confidences[-1]) if mine else float("inf")
+        strongest_left = strongest[row]
         gaps.append(weakest - strongest_left)
         if record_logits:
-            kept_logits.append(logits[row, committed].float().tolist())
-    trace.steps.append(StepRecord(block, positions, tokens, confs, margs, gaps,
+            kept_logits.append([kept[i] for i in mine])
+    trace.steps.append(StepRecord(block, positions, tokens, confidences, margins, gaps,
                                   kept_logits if record_logits else None))

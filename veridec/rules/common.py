@@ -113,8 +113,10 @@ def select_top(ranking: torch.Tensor, rank: torch.Tensor, counts: torch.Tensor,
 
 
 def ranked_positions(ranking: torch.Tensor, selected: torch.Tensor) -> list[list[int]]:
-    """Per row, the ``selected`` [B, W] positions in ``ranking`` [B, W] order."""
-    return [r[s[r]].tolist() for r, s in zip(ranking, selected)]
+    """Per row, the ``selected`` [B, W] positions in ``ranking`` [B, W] order (one host read for the batch)."""
+    in_order = selected.gather(1, ranking)  # [B, W] whether the position ranked r is selected
+    rankings, keeps = torch.stack([ranking, in_order.long()]).tolist()
+    return [[p for p, keep in zip(r, k) if keep] for r, k in zip(rankings, keeps)]
 
 
 def inverse_permutation(ranking: torch.Tensor) -> torch.Tensor:

@@ -193,6 +193,7 @@ class KLASS:
     kl_threshold: float = 0.01
     history: int = 2
     name = "klass"
+    remembers_window = True  # its memory covers every position a step shows it, candidates or not
 
     def __post_init__(self):
         check_range("confidence", self.confidence, low=0, high=1, high_open=True)
