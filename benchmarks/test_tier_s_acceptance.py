@@ -1,6 +1,7 @@
 """Tier S acceptance runs too slow for the suite (about 20 s; the suite keeps the sampler's pass and two
 caught variants, tests/test_stochastic.py): a decoder of the same law on another random stream passes tier S
-and fails tier E, and the correct Fast-dLLM dual-cache example passes tier S.
+and fails tier E, the correct Fast-dLLM dual-cache example passes tier S, and block diffusion's example passes
+while a variant of another law fails.
 
     pytest benchmarks/test_tier_s_acceptance.py
 """
@@ -22,3 +23,13 @@ def test_the_same_law_on_another_stream_passes_tier_s_and_fails_tier_e():
 def test_the_correct_fastdllm_dual_cache_example_passes_tier_s():
     dual = dict(against="fastdllm", cache="dual", model="tiny-llada", tier="S", max_examples=2, samples=200)
     assert check_decoder(load_candidate(f"{EXAMPLES}/fastdllm_dual.py:generate"), **dual).passed
+
+
+def test_block_diffusion_tier_s_passes_the_example_and_catches_a_changed_law():
+    """spec/block_diffusion.md BD9 at tier S (about 60 s): the example from the spec passes, a variant whose
+    dynamic threshold also counts committed positions (a different output law) fails."""
+    sdar = dict(against="sdar", model="tiny-sdar", tier="S", max_batch=1, padding=False)
+    assert check_decoder(load_candidate(f"{EXAMPLES}/sdar_sampler.py:generate"), **sdar, max_examples=2,
+                         samples=200).passed
+    broken = load_candidate(f"{EXAMPLES}/sdar_sampler_broken.py:dynamic_threshold_on_committed")
+    assert not check_decoder(broken, **sdar, max_examples=3, samples=300).passed
