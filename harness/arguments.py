@@ -36,16 +36,17 @@ def integer(low: int, high: int | None = None):
     return parse
 
 
-def number(low: float = 0.0):
-    """An argparse type: a finite number >= low (NaN and infinities refused)."""
+def number(low: float = 0.0, high: float | None = None):
+    """An argparse type: a finite number in [low, high] (NaN and infinities refused)."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError as err:
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from err
-        if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"must be a finite number in [{low}, inf), got {text}")
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            top = "inf)" if high is None else f"{high:g}]"
+            raise argparse.ArgumentTypeError(f"must be a finite number in [{low}, {top}, got {text}")
         return value
 
     return parse
@@ -91,18 +92,31 @@ def check_output_file(path: Path | None, flag: str) -> None:
         return
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory (give a file name)")
+    _regular_or_absent(path, flag, path)
     _writable_folder(path.parent, flag, path)
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {path}: the file is read-only")
 
 
-def check_output_dir(path: Path | None, flag: str) -> None:
-    """A folder the command will write into: not a file, created now, writable."""
+def check_output_dir(path: Path | None, flag: str, files: tuple[str, ...] = ()) -> None:
+    """A folder the command will write into: not a file, created now, writable; each of the ``files`` it will
+    write there absent or a regular file."""
     if path is None:
         return
     if path.exists() and not path.is_dir():
         raise UsageError(f"{flag} {path}: is a file, not a folder")
+    for name in files:
+        _regular_or_absent(path / name, flag, path)
     _writable_folder(path, flag, path)
+
+
+def _regular_or_absent(file: Path, flag: str, path: Path) -> None:
+    """An output file that exists must be a regular file: a folder, a device (/dev/full) or a pipe is never
+    replaced."""
+    if file.exists() and not file.is_file():
+        kind = "a folder" if file.is_dir() else "not a regular file (a device, pipe or socket)"
+        where = "" if file == path else f" {file}"
+        raise UsageError(f"{flag} {path}:{where} is {kind}; veridec writes regular files only and never replaces it")
 
 
 def _writable_folder(folder: Path, flag: str, path: Path) -> None:

@@ -12,6 +12,7 @@ from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 from veridec.testing.models import MODEL_NAMES
+from veridec.testing.guard import MAX_CASE_TIMEOUT, exits_refused
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
@@ -52,7 +53,7 @@ def add_parser(commands) -> None:
                           "cases out)")
     chk.add_argument("--no-knobs", action="store_true",
                      help="tiers E and A: skip the search for settings that change nothing on the candidate's side")
-    chk.add_argument("--case-timeout", type=number(0.01), default=None, metavar="SECONDS",
+    chk.add_argument("--case-timeout", type=number(0.01, MAX_CASE_TIMEOUT), default=None, metavar="SECONDS",
                      help="the time one candidate call may take before it fails its case (default: 20x the "
                           "target's own time on the case + 10 s)")
     chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
@@ -76,25 +77,22 @@ def add_parser(commands) -> None:
 
 def run_check_command(args) -> int:
     check_output_file(args.json, "--json")
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", ("check.md", "check.json"))
     case = _parse_case(args.case)
     tier = TIERS[args.tier]
     _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
     model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
-    try:
-        candidate = load_candidate(args.candidate)
-        result = check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,
-                               tier=args.tier, max_examples=args.trials,
-                               seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
-                               baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
-                               alpha=0.01 if args.alpha is None else args.alpha,
-                               delta=0.05 if args.delta is None else args.delta, samples=args.samples,
-                               upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
-                               case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
-                               trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
-    except (CandidateError, ValueError) as err:
-        raise UsageError(str(err)) from err
+    with exits_refused():  # from before the candidate's import to the verdict written (spec EC8)
+        try:
+            result = _checked(args, model, baseline, case)
+        except (CandidateError, ValueError) as err:
+            raise UsageError(str(err)) from err
+        return _write_verdict(args, tier, baseline, result)
+
+
+def _write_verdict(args, tier, baseline: dict | None, result) -> int:
+    """The report on stdout and in the files asked for (a baseline written when there was none); the exit code."""
     report = result.markdown()
     print(report, end="")
     data = json.dumps(result.to_dict(), indent=2, default=str)
@@ -108,6 +106,20 @@ def run_check_command(args) -> int:
         write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
         print(f"baseline written to {args.baseline}")
     return 0 if result.passed else 1
+
+
+def _checked(args, model: str, baseline: dict | None, case: dict | None):
+    """The candidate loaded and checked (``check_decoder``) as the arguments say."""
+    candidate = load_candidate(args.candidate)
+    return check_decoder(candidate, args.against, cache=args.cache, convention=args.convention, model=model,
+                         tier=args.tier, max_examples=args.trials,
+                         seed=args.seed, max_batch=args.max_batch, padding=False if args.no_padding else None,
+                         baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
+                         alpha=0.01 if args.alpha is None else args.alpha,
+                         delta=0.05 if args.delta is None else args.delta, samples=args.samples,
+                         upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
+                         case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
+                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
 
 
 def _candidate_model(args) -> str | None:
@@ -129,12 +141,20 @@ def _agreement(args) -> dict | None:
 
 
 def _parse_case(text: str | None) -> dict | None:
+    """--case's JSON object (checked further by ``checked_case``); null or any other value is refused here, so
+    it never falls back to drawn cases."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        case = json.loads(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"--case must be JSON as a report prints it: {err}") from err
+    except RecursionError as err:
+        raise UsageError("--case must be JSON as a report prints it: it is nested too deeply to read") from err
+    if not isinstance(case, dict):
+        raise UsageError(f"--case must be a dict (a JSON object) with keys prompt, attention_mask, seed, settings "
+                         f"(as a report prints it), got {json.dumps(case)[:200]}")
+    return case
 
 
 def _check_tier_flags(args, tier) -> None:
@@ -156,9 +176,11 @@ def _read_baseline(path: Path | None) -> dict | None:
     if not path.exists():
         check_output_file(path, "--baseline")
         return None
+    if not path.is_file():  # a FIFO or a device: reading it could wait forever
+        raise UsageError(f"--baseline {path}: not a regular file (give the JSON file tier A wrote)")
     try:
-        return checked_baseline(json.loads(path.read_text()), f"--baseline {path}")
-    except (OSError, json.JSONDecodeError) as err:
+        return checked_baseline(json.loads(path.read_text(encoding="utf-8")), f"--baseline {path}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise UsageError(f"--baseline {path}: not a readable JSON file ({err})") from err
     except ValueError as err:
         raise UsageError(str(err)) from err

@@ -24,7 +24,7 @@ from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.presets import PRESETS  # noqa: E402
 
 from . import check_command, exactness  # noqa: E402
-from .distributed import Group  # noqa: E402
+from .distributed import Group, world_size  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, number, seed)
@@ -36,22 +36,47 @@ from .workloads import BLOCK  # noqa: E402
 SAMPLERS = ("llada", "dream")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
+REAL_EXIT = os._exit  # taken before any candidate is imported (one may replace os._exit)
+TABLE_FILES = ("exactness.md", "exactness.json")  # what verify and exactness write into --out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command: 0 success, 1 a failed check or an internal failure (its message, no traceback; set
-    VERIDEC_DEBUG=1 for one), 2 a bad argument."""
+    VERIDEC_DEBUG=1 for one), 2 a bad argument. ``veridec check`` run as the process (``argv`` None: the
+    command line) ends the process with its code (``end_process``), so that an ``atexit`` handler or a thread
+    the candidate left behind can neither change the code nor keep the process alive."""
+    command, code = _dispatch(argv)
+    if argv is None and command == "check":
+        end_process(code)
+    return code
+
+
+def _dispatch(argv: list[str] | None) -> tuple[str | None, int]:
+    """Parse and run: (the subcommand, None where parsing failed; the exit code)."""
+    command = None
     try:
         args = build_parser().parse_args(argv)
-        return args.run(args)
+        command = args.command
+        return command, args.run(args)
     except UsageError as err:
         print(f"veridec: error: {err}", file=sys.stderr)
-        return 2
+        return command, 2
     except Exception as err:  # an internal failure: its message, exit 1
         if os.environ.get("VERIDEC_DEBUG"):
             raise
         print(f"veridec: error: {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
+        return command, 1
+
+
+def end_process(code: int) -> None:
+    """Flush stdout and stderr, then end the process with ``code`` at once (``os._exit``: no atexit handlers, no
+    waiting for threads)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken: nothing more can be said there
+            pass
+    REAL_EXIT(code)
 
 
 class Parser(argparse.ArgumentParser):
@@ -163,12 +188,12 @@ def run_verify(args) -> int:
     device = check_device(args.device)
     if args.fresh and args.out is None:
         raise UsageError("--fresh recomputes the records of --out; give --out")
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", TABLE_FILES)
     check_output_file(args.json, "--json")
     checks = [c for name, c in all_checks().items() if args.only is None or args.only in name]
     if not checks:
         raise UsageError(f"--only {args.only!r} matches no check")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and args.out is None:
+    if world_size() > 1 and args.out is None:
         raise UsageError("under torchrun, verify needs --out: the processes share their results through its records")
     group = Group.join(device)
     try:
@@ -224,7 +249,7 @@ def run_exactness(args) -> int:
     if gen % args.block_length:
         raise UsageError(f"--gen-length {gen} must be a multiple of --block-length {args.block_length}")
     device = check_device(args.device)
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", TABLE_FILES)
     dtype = getattr(torch, args.dtype)
     load_model_arg(args.model, "meta", dtype)  # a clear error for a bad --model before the table starts
     group = Group.join(device)
@@ -303,7 +328,7 @@ def run_decoder_laws(args) -> int:
 # ------------------------------------------------------------------------------------------- experiment
 def run_experiment(args) -> int:
     """One experiment; under torchrun its units are shared among the processes and rank 0 writes the report."""
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", (f"{args.name}.md", f"{args.name}.json"))
     module = importlib.import_module(f"veridec.harness.experiments.{args.name}")
     group = Group.join(torch.device("cpu"))
     try:

@@ -16,6 +16,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from .arguments import UsageError
+
 # How long a rank waits for the others, to join and at each collective (torch's own default for gloo);
 # VERIDEC_COLLECTIVE_TIMEOUT overrides it. A wait at a collective lasts as long as another rank's share of units.
 COLLECTIVE_SECONDS = 1800.0
@@ -24,6 +26,29 @@ COLLECTIVE_SECONDS = 1800.0
 class GroupError(RuntimeError):
     """The other ranks did not join, or stopped answering, within the collective timeout (a rank that never
     started, WORLD_SIZE set by hand without its peers, a rank killed or frozen)."""
+
+
+def world_size() -> int:
+    """WORLD_SIZE (1 when unset), an integer >= 1; above 1, RANK must be an integer in [0, WORLD_SIZE) too. A bad
+    value is a usage error naming the variable (exit 2), before any rendezvous."""
+    world = _environment_integer("WORLD_SIZE", "1", 1, None)
+    if world > 1:
+        _environment_integer("RANK", None, 0, world - 1)
+    return world
+
+
+def _environment_integer(name: str, default: str | None, low: int, high: int | None) -> int:
+    text = os.environ.get(name, default)
+    where = f"[{low}, {high}]" if high is not None else f">= {low}"
+    why = f" (WORLD_SIZE={os.environ.get('WORLD_SIZE')})" if name == "RANK" else ""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        raise UsageError(f"environment variable {name} must be an integer {'in ' if high is not None else ''}"
+                         f"{where}{why}, got {text!r} (torchrun sets it; unset WORLD_SIZE for one process)")
+    return value
 
 
 def collective_seconds() -> float:
@@ -45,7 +70,7 @@ class Group:
     @classmethod
     def join(cls, device: torch.device) -> "Group":
         """The process group torchrun describes in the environment (a group of one without it)."""
-        world = int(os.environ.get("WORLD_SIZE", "1"))
+        world = world_size()
         if world == 1:
             return cls()
         if not dist.is_initialized():

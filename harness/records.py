@@ -6,9 +6,10 @@ their digest), the run's settings (and their hash), the unit's result, the verid
 a digest of the line's own content. A truncated last line (the kill came mid-write: the start of a record
 without its newline) is dropped and redone; a line from other settings or another version, a line whose
 content no longer matches its digest (edited by hand), any other unreadable line, and a records path that is a
-link or not a regular file are clear errors naming the file and line: records from different runs are never
-mixed, and a table never holds a line the run cannot vouch for. The digest catches edits and corruption, not
-forgery (it is no signature).
+link, a file with more than one hard link (another name may lie outside the output folder) or not a regular
+file are clear errors naming the file and line: records from different runs are never mixed, and a table never
+holds a line the run cannot vouch for. The digest catches edits and corruption, not forgery (it is no
+signature).
 """
 
 from __future__ import annotations
@@ -147,3 +148,8 @@ def _check_regular(path: Path) -> None:
         kind = "a link" if path.is_symlink() else "not a regular file"
         raise RecordsError(f"{path}: the records file is {kind}; veridec reads and appends only regular files "
                              "inside the output folder (remove it, or give another --out)")
+    links = path.stat().st_nlink if path.exists() else 1
+    if links > 1:
+        raise RecordsError(f"{path}: the records file has {links} hard links (another name may lie outside the "
+                           "output folder); veridec appends only to a file of its own (remove it, or give "
+                           "another --out)")

@@ -17,6 +17,8 @@ from typing import Callable
 
 import torch
 
+from .guard import CandidateExited, exits_refused
+
 
 class CandidateError(ValueError):
     """The candidate cannot be checked as given (missing file or function, a signature that fits no convention)."""
@@ -31,13 +33,23 @@ def load_candidate(spec: str) -> Callable:
     if not file.is_file():
         raise CandidateError(f"candidate file {file} does not exist")
     try:
-        module = _import_file(file)
-    except Exception as err:
-        raise CandidateError(f"importing {file} failed: {type(err).__name__}: {err}") from err
+        with exits_refused():  # os._exit at import (or bound there) raises; its module keeps the refusing one
+            module = _import_file(file)
+    except CandidateExited as err:
+        raise CandidateError(f"{file} cannot be loaded: importing it called {err}") from err
+    except BaseException as err:  # noqa: BLE001 - foreign code at import: sys.exit, KeyboardInterrupt, any error
+        raise CandidateError(f"{file} cannot be loaded: importing it raised {type(err).__name__}({err})") from err
     function = getattr(module, name, None)
     if not callable(function):
         raise CandidateError(f"{file} defines no function {name!r}")
-    function.__veridec_source__ = spec  # reports and reproducers name it this way
+    if inspect.isbuiltin(function):
+        raise CandidateError(f"{file}: {name} is {function!r}, not a decoder; give a function defined in Python, "
+                             "called as FUNCTION(model, prompt, **settings)")
+    try:
+        function.__veridec_source__ = spec  # reports and reproducers name it this way
+    except (AttributeError, TypeError) as err:
+        raise CandidateError(f"{file}: {name} is a {type(function).__name__}, which takes no attributes; give a "
+                             "function defined in Python, called as FUNCTION(model, prompt, **settings)") from err
     return function
 
 
@@ -131,4 +143,20 @@ def _tokens(tokens) -> torch.Tensor:
                              f"{type(tokens).__name__} {tuple(getattr(tokens, 'shape', ()))}")
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise CandidateError(f"the candidate must return integer token ids, got a tensor of dtype {tokens.dtype}")
+    return tokens
+
+
+def checked_tokens(tokens: torch.Tensor, vocab_size: int, device) -> torch.Tensor:
+    """The candidate's tokens [B, L] on ``device`` (the prompt's), every id in [0, ``vocab_size``); a tensor that
+    cannot be brought there (on the meta device: no data) or an id outside the vocabulary is its failure."""
+    try:
+        tokens = tokens.to(device)
+    except (RuntimeError, NotImplementedError) as err:
+        raise CandidateError(f"the candidate returned its tokens on device {tokens.device}, which cannot be read on "
+                             f"the prompt's device {device} ({str(err).splitlines()[0]})") from err
+    outside = (tokens < 0) | (tokens >= vocab_size)
+    if outside.any():
+        row, position = (int(i) for i in outside.nonzero()[0])
+        raise CandidateError(f"the candidate returned token id {int(tokens[row, position])} at row {row}, position "
+                             f"{position}, outside the vocabulary [0, {vocab_size})")
     return tokens

@@ -26,6 +26,7 @@ from .agreement import Agreement
 from .candidates import fit_candidate
 from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE, CaseOutcome
 from .exact_law import check_law_target, is_oracle, oracle_cases
+from .guard import MAX_CASE_TIMEOUT
 from .knobs import knob_findings
 from .models import load_check_model
 from .own_model import own_model, preflight
@@ -121,7 +122,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     convention = convention or goal.convention
     model_name, model_source = (model, model) if isinstance(model, str) else (type(model).__name__, None)
     model = load_check_model(model) if isinstance(model, str) else model
-    case = None if case is None else checked_case(case, goal.settings, STRUCTURE, getattr(model, "vocab_size", None))
+    case = None if case is None else checked_case(case, goal.settings, STRUCTURE, getattr(model, "vocab_size", None),
+                                                  goal.length_name, max_batch)
     baseline = None if baseline is None or not mode.uses_baseline else checked_baseline(baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
@@ -208,8 +210,9 @@ def _agreement_rule(agreement, mode: Tier) -> Agreement | None:
 
 def _check_timeout(case_timeout) -> None:
     if case_timeout is not None and (isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float))
-                                     or not 0 < case_timeout < math.inf):
-        raise ValueError(f"case_timeout must be None or a finite number of seconds > 0, got {case_timeout!r}")
+                                     or not 0 < case_timeout <= MAX_CASE_TIMEOUT):
+        raise ValueError(f"case_timeout must be None or a finite number of seconds > 0, at most {MAX_CASE_TIMEOUT:g} "
+                         f"(one day), got {case_timeout!r}")
 
 
 def _run(run_one, strategy, result: CheckResult, mode: Tier, max_examples: int, progress: bool,
@@ -233,7 +236,7 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
     from tqdm.auto import tqdm
 
     bar = tqdm(total=max_examples, desc=f"check {result.candidate}", disable=not progress, unit="case")
-    failures, counted = [], []
+    failures, counted, refusals = [], [], []
 
     @hypothesis_settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
                          verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck), print_blob=False,
@@ -247,6 +250,7 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
         outcome = run_one(case)
         if outcome.verdict == "skipped":
             result.skipped += 1
+            refusals.append(outcome.problems[0])
             reject()
         if not failures:
             result.trials += 1
@@ -264,7 +268,7 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
         pass
     except HypothesisException as err:  # unsatisfiable draws, or a failure that does not replay
         if not failures:
-            raise ValueError(f"no case could be checked ({result.skipped} refused by the target): {err}") from err
+            raise ValueError(_unchecked(result, refusals, err)) from err
     finally:
         bar.close()
     if failures:
@@ -272,6 +276,15 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
         result.failure = failures[-1]  # Hypothesis replays the shrunk case last
         result.first_failing_case = failures[0].case
     result.metrics = mode.metrics(counted)
+
+
+def _unchecked(result: CheckResult, refusals: list[str], err: Exception) -> str:
+    """Why no case could be checked: the target's first refusal where it refused every case run (a model whose
+    logits are NaN), else what Hypothesis said."""
+    if refusals and result.trials == 0:
+        return (f"no case could be checked: the target refused every case drawn ({result.skipped}); its first "
+                f"refusal: {refusals[0]}")
+    return f"no case could be checked ({result.skipped} refused by the target): {err}"
 
 
 def _timed_out(outcome) -> bool:

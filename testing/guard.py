@@ -1,18 +1,23 @@
-"""A candidate call that cannot end or stall the check: ``os._exit`` raises instead of ending the process, and a
-wall-clock limit (SIGALRM, in the main thread of a Unix process) interrupts a call that runs past it, whether it
-calls the model or loops without it. Both become the candidate's failure on its case (spec EC8).
+"""A candidate call that cannot end or stall the check: ``os._exit`` (and ``posix._exit``, the same function
+under its module's name) raises instead of ending the process, and a wall-clock limit (SIGALRM, in the main
+thread of a Unix process) interrupts a call that runs past it, whether it calls the model or loops without it.
+Both become the candidate's failure on its case (spec EC8). ``exits_refused`` keeps ``os._exit`` refused for a
+whole check, from before the candidate's file is imported, so that a binding taken at import
+(``from os import _exit``) is the refusing one too.
 """
 
 from __future__ import annotations
 
-import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
 
 TIMEOUT_FACTOR, TIMEOUT_FLOOR = 20.0, 10.0  # the default limit: 20x the target's own time on the case + 10 s
 UNTIMED_SECONDS = 60.0  # the limit where the target did not run on the case (samples against an exact law)
+MAX_CASE_TIMEOUT = 86_400.0  # --case-timeout's upper bound: one day (setitimer overflows far beyond it)
+EXIT_MODULES = ("os", "posix", "nt")  # where ``_exit`` lives: os, and the C module os takes it from
 
 
 class CandidateExited(BaseException):
@@ -37,25 +42,40 @@ def can_time_out() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+def refuse_exit(code=0):
+    """``os._exit`` while a candidate may run: raises ``CandidateExited`` instead of ending the process."""
+    raise CandidateExited(f"os._exit({code})")
+
+
+@contextmanager
+def exits_refused():
+    """Run the block with ``os._exit`` and ``posix._exit`` (``nt._exit``) raising ``CandidateExited``; restored
+    after. A module imported inside keeps the refusing function where it bound ``_exit`` itself."""
+    modules = [sys.modules[name] for name in EXIT_MODULES if hasattr(sys.modules.get(name), "_exit")]
+    real = [module._exit for module in modules]
+    for module in modules:
+        module._exit = refuse_exit
+    try:
+        yield
+    finally:
+        for module, function in zip(modules, real):
+            module._exit = function
+
+
 @contextmanager
 def guarded(seconds: float):
-    """Run the block with ``os._exit`` raising ``CandidateExited`` and, where ``can_time_out``, a limit of
-    ``seconds`` raising ``CandidateTimedOut``; both restored after (an outer timer is re-armed with its rest)."""
-    real_exit = os._exit
-
-    def refuse_exit(code=0):
-        raise CandidateExited(f"os._exit({code})")
-
-    os._exit = refuse_exit
+    """Run the block with ``os._exit`` raising ``CandidateExited`` (``exits_refused``) and, where
+    ``can_time_out``, a limit of ``seconds`` raising ``CandidateTimedOut``; both restored after (an outer timer
+    is re-armed with its rest)."""
     timed = can_time_out()
     if timed:
         previous = signal.signal(signal.SIGALRM, _raise_timeout(seconds))
         outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
         started = time.monotonic()
     try:
-        yield
+        with exits_refused():
+            yield
     finally:
-        os._exit = real_exit
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)

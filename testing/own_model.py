@@ -17,6 +17,8 @@ import torch
 from veridec.adapters import adapt
 from veridec.numerics import HIGHER, tolerance
 
+from .guard import CandidateExited, exits_refused
+
 PREFLIGHT_LENGTH = 24  # positions of each preflight canvas (fewer if the model is shorter)
 
 
@@ -51,9 +53,13 @@ def own_model(candidate_model, model_source: str | None,
         takes = [p for p in inspect.signature(factory).parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
         try:
-            candidate_model = factory(model_source) if takes and model_source is not None else factory()
-        except Exception as err:  # noqa: BLE001 - the user's factory: its failure is named, not a traceback
-            raise ValueError(f"candidate_model: {label} raised {type(err).__name__}: {err}") from err
+            with exits_refused():
+                candidate_model = factory(model_source) if takes and model_source is not None else factory()
+        except CandidateExited as err:
+            raise ValueError(f"candidate_model: {label} cannot be loaded: it called {err}") from err
+        except BaseException as err:  # noqa: BLE001 - the user's factory (sys.exit too): named, not a traceback
+            raise ValueError(f"candidate_model: {label} cannot be loaded: it raised {type(err).__name__}({err})") \
+                from err
     if not isinstance(candidate_model, torch.nn.Module):
         raise ValueError(f"candidate_model must be a torch.nn.Module returning logits for model(input_ids=x) (or "
                          f"FILE.py:FACTORY returning one), got {type(candidate_model).__name__}")

@@ -129,6 +129,7 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
             "print(result.markdown())"]) + "\n"
     settings, _ = live_hooks(goal.settings_of(case))
     arguments = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+    theirs = "".join(f", {name}={value!r}" for name, value in settings.items() if fit.takes(name))  # as called
     module, name = goal.call.rsplit(".", 1)
     ours = (f"{name}(model, prompt, attention_mask, ties={result.ties!r}, {goal.fixed}{arguments}).canvas"
             if goal.veridec else f"reference(adapt(model, {result.convention!r}), prompt, {arguments})")
@@ -150,7 +151,7 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
         f"attention_mask = torch.tensor({case['attention_mask']})",
         f"torch.manual_seed({case['seed']})",
         f"theirs = candidate({'candidate_model' if result.candidate_model else f'adapt(model, {result.convention!r})'}"
-        f", prompt, {arguments}{extra})",
+        f", prompt{theirs}{extra})",
         f"torch.manual_seed({case['seed']})",
         f"ours = {ours}",
         "print(theirs, ours, sep='\\n')",
@@ -171,6 +172,8 @@ def _own_model_lines(label: str, model_name: str) -> list[str]:
 def reproducer_command(result, against, model_name: str, cache: str) -> str:
     """The CLI line that reruns the case alone (``--case``)."""
     source = result.source or "FILE.py:FUNCTION"
+    if source.startswith("-"):  # a relative path read as an option otherwise
+        source = f"./{source}"
     words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
              "--cache", cache, "--convention", result.convention, "--model", model_name,
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]

@@ -15,7 +15,7 @@ from veridec.canvas import initial_canvas
 from veridec.decoding import DecodeStalled
 from veridec.recording import CallLimitExceeded, ModuleRecording, RecordingModel
 
-from .candidates import CandidateError, Fit, call_candidate
+from .candidates import CandidateError, Fit, call_candidate, checked_tokens
 from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
 from .hooks import live_hooks
 from .targets import Target
@@ -156,6 +156,8 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
                                                          "not end the check")
     except Exception as err:  # noqa: BLE001 - any failure of foreign code is a finding, reported as such
         return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}: {err}")
+    except BaseException as err:  # noqa: BLE001 - GeneratorExit, its own BaseException: a finding too
+        return Side(counters=recording.counters(), error=f"it raised {type(err).__name__}({err})")
 
 
 def run_foreign(decoder, fit, goal, recording: RecordingModel, prompt, mask, case, convention) -> Side:
@@ -176,6 +178,7 @@ def _run_recorded(decoder, fit, goal, recording, served, model, prompt, mask, ca
     """``decoder`` given ``served`` (what it calls), its calls logged by ``recording``; ``model``: veridec's."""
     settings, hook_calls = live_hooks(goal.settings_of(case))
     tokens, nfe = call_candidate(decoder, fit, served, prompt, mask, settings, goal.mask_name, model.special.mask_id)
+    tokens = checked_tokens(tokens, model.vocab_size, prompt.device)
     trace = _recorded_trace(recording, tokens, prompt.shape[1], model)
     counters = recording.counters() if trace is None else trace.counters  # the trace's counts its revocations
     return Side(tokens, trace, counters, nfe, hook_calls=hook_calls)

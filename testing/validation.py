@@ -3,21 +3,33 @@ tier A baseline (``--baseline``), before anything runs."""
 
 from __future__ import annotations
 
+import difflib
 import math
 
-from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE
+from .exact import COST_FIELDS, HIGHER_IS_WORSE, LOWER_IS_WORSE
 
 CASE_KEYS = ("prompt", "attention_mask", "seed", "settings")
 SEED_LIMIT = 2**63  # torch.manual_seed takes seeds in [0, 2**63)
+RATES = ("exact_rate", "mean_token_match", "commit_order_match", "agreement_rate")  # shares, in [0, 1]
+STRUCTURED = {"drift_by_call": list, "agreement_failures": list, "regressed": dict}  # not single numbers
+BASELINE_KEYS = ("cases", "exact_rate", "mean_token_match", "commit_order_match", "max_logit_error", "drift_p50",
+                 "drift_p99", "drift_by_call", "agreement_rate", "agreement_unplaced", "agreement_failures",
+                 *(f"{side}_{name}" for side in ("target", "candidate") for name in COST_FIELDS), "regressed")
+TIER_S_KEYS = ("samples_per_side", "detectable_tv", "smallest_corrected_p")
 
 
-def checked_case(case, settings: tuple[str, ...], structure: tuple[str, ...], vocab_size: int | None) -> dict:
-    """A case as the strategies write it: prompt [B][P] of token ids, attention_mask [B][P] of 0/1 or None, a seed
-    in [0, 2**63), settings among the target's (``settings``) and the structure keys."""
+def checked_case(case, settings: tuple[str, ...], structure: tuple[str, ...], vocab_size: int | None,
+                 length_name: str = "gen_length", max_batch: int | None = None) -> dict:
+    """A case as the strategies write it: prompt [B][P] of token ids with at most ``max_batch`` rows,
+    attention_mask [B][P] of 0/1 or None, a seed in [0, 2**63), settings among the target's (``settings``) and
+    the structure keys, the target's length (``length_name``) among them."""
     if not isinstance(case, dict) or set(case) != set(CASE_KEYS):
         raise ValueError("case must be a dict with keys prompt, attention_mask, seed, settings (as a report "
                          f"prints it), got {case!r}"[:300])
     _check_rows("case: prompt", case["prompt"], range(vocab_size) if vocab_size else None)
+    if max_batch is not None and len(case["prompt"]) > max_batch:
+        raise ValueError(f"case: prompt has {len(case['prompt'])} rows, more than max_batch {max_batch} "
+                         "(--max-batch: the largest batch the candidate takes)")
     if case["attention_mask"] is not None:
         _check_rows("case: attention_mask", case["attention_mask"], (0, 1))
         if [len(row) for row in case["attention_mask"]] != [len(row) for row in case["prompt"]]:
@@ -25,6 +37,9 @@ def checked_case(case, settings: tuple[str, ...], structure: tuple[str, ...], vo
     if not _integer(case["seed"]) or not 0 <= case["seed"] < SEED_LIMIT:
         raise ValueError(f"case: seed must be an integer in [0, 2**63), got {case['seed']!r}")
     _check_settings(case["settings"], (*settings, *structure))
+    if length_name not in case["settings"]:
+        raise ValueError(f"case: settings must give {length_name} (the length to generate; a report prints every "
+                         f"setting the case ran with), got {case['settings']!r}"[:300])
     return case
 
 
@@ -62,13 +77,44 @@ def _check_settings(settings, known: tuple[str, ...]) -> None:
 
 
 def checked_baseline(baseline, source: str = "baseline") -> dict:
-    """A tier A baseline: a JSON object whose compared measures are numbers (or null where none was measured)."""
+    """A tier A baseline as tier A writes it (``exact.case_metrics``, plus "regressed" where it failed): known keys
+    only, rates in [0, 1], counts and errors >= 0, each a finite number or null; at least one measure compared."""
     if not isinstance(baseline, dict):
         raise ValueError(f"{source} must be a JSON object of metrics (as tier A writes it), got "
                          f"{type(baseline).__name__}")
-    for name in (*LOWER_IS_WORSE, *HIGHER_IS_WORSE):
-        value = baseline.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
-            raise ValueError(f"{source}: {name} must be a finite number or null, got {value!r}")
+    unknown = sorted(set(baseline) - set(BASELINE_KEYS))
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {unknown}{_unknown_hint(unknown)}; a tier A baseline holds "
+                         f"{', '.join(BASELINE_KEYS)}")
+    for name, value in baseline.items():
+        _check_measure(source, name, value)
+    if all(baseline.get(name) is None for name in (*LOWER_IS_WORSE, *HIGHER_IS_WORSE)):
+        raise ValueError(f"{source} holds none of the measures a run is held to ({', '.join(LOWER_IS_WORSE)}, "
+                         f"{', '.join(HIGHER_IS_WORSE)}): it would pass anything")
     return baseline
+
+
+def _unknown_hint(unknown: list[str]) -> str:
+    """Tier S's measures named as such; a misspelt key's likely meaning."""
+    if set(unknown) & set(TIER_S_KEYS):
+        return " (tier S's measures: a tier A baseline cannot hold them)"
+    near = {name: difflib.get_close_matches(name, BASELINE_KEYS, n=1) for name in unknown}
+    hints = [f"{name!r}: did you mean {match[0]!r}?" for name, match in near.items() if match]
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
+def _check_measure(source: str, name: str, value) -> None:
+    """One baseline entry: its type and range (structured entries: their type only)."""
+    if name in STRUCTURED:
+        kind = STRUCTURED[name]
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{source}: {name} must be a JSON {'list' if kind is list else 'object'} or null, got "
+                             f"{value!r}"[:300])
+        return
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{source}: {name} must be a finite number or null, got {value!r}"[:300])
+    high = 1 if name in RATES else math.inf
+    if not 0 <= value <= high:
+        raise ValueError(f"{source}: {name} must lie in [0, {'1]' if name in RATES else 'inf)'}, got {value!r}")

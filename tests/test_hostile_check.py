@@ -4,6 +4,7 @@ reproducer never runs code taken from a file's name. Each: one clear line, the r
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import time
@@ -50,6 +51,34 @@ def hard_exits(model, prompt, gen_length=2, mask_id=0):
     os._exit(0)
 
 
+def posix_exits(model, prompt, gen_length=2, mask_id=0):
+    import posix
+
+    posix._exit(0)
+
+
+class Boom(BaseException):
+    """A candidate's own BaseException (neither SystemExit nor KeyboardInterrupt)."""
+
+
+def raises_generator_exit(model, prompt, gen_length=2, mask_id=0):
+    raise GeneratorExit
+
+
+def raises_its_own_base_exception(model, prompt, gen_length=2, mask_id=0):
+    raise Boom("boom")
+
+
+def outside_the_vocabulary(model, prompt, gen_length=2, mask_id=0):
+    out = greedy(model, prompt, gen_length, mask_id)
+    out[0, -1] = 10**6
+    return out
+
+
+def on_the_meta_device(model, prompt, gen_length=2, mask_id=0):
+    return greedy(model, prompt, gen_length, mask_id).to("meta")
+
+
 def loops(model, prompt, gen_length=2, mask_id=0):
     while True:  # never calls the model: the call cap cannot stop it
         pass
@@ -68,6 +97,11 @@ def loops_swallowing_errors(model, prompt, gen_length=2, mask_id=0):
     (interrupts, "it raised KeyboardInterrupt(): a candidate may not end the check"),
     (writes_into_its_prompt, "changed the prompt or attention mask it was given (in place)"),
     (floats, "must return integer token ids, got a tensor of dtype torch.float32"),
+    (raises_generator_exit, "it raised GeneratorExit()"),
+    (raises_its_own_base_exception, "it raised Boom(boom)"),
+    (outside_the_vocabulary, "returned token id 1000000 at row 0, position 3, outside the vocabulary [0, 100)"),
+    (on_the_meta_device, "returned its tokens on device meta, which cannot be read on the prompt's device cpu"),
+    (posix_exits, "it called os._exit(0): a candidate may not end the check"),
 ])
 def test_a_candidate_cannot_end_the_check_or_pass_with_bad_output(candidate, message):
     assert check_decoder(greedy, "llada", model="tiny-llada", case=ONE).passed  # the control
@@ -133,6 +167,16 @@ def test_a_bad_case_timeout_is_one_line(value, capsys):
     assert code == 2 and err.count("\n") == 1 and "--case-timeout" in err, err
     with pytest.raises(ValueError, match="case_timeout must be None or a finite number of seconds > 0"):
         check_decoder(greedy, "llada", model="tiny-llada", case=ONE, case_timeout=0)
+
+
+def test_a_case_timeout_past_a_day_is_refused(capsys):
+    """1e308 s overflowed the timer inside the candidate's call (a FAIL of a valid candidate): refused up front."""
+    code = main(["check", f"{BROKEN}:one_too_many", "--against", "fastdllm", "--model", "tiny-llada", "--quiet",
+                 "--case-timeout", "1e308"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--case-timeout: must be a finite number in [0.01, 86400]" in err
+    with pytest.raises(ValueError, match="at most 86400"):
+        check_decoder(greedy, "llada", model="tiny-llada", case=ONE, case_timeout=86_401)
 
 
 def test_the_command_gives_a_verdict_when_the_candidate_exits(tmp_path, capsys):
@@ -226,3 +270,174 @@ def test_a_reproducer_never_runs_code_from_a_file_name(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not marker.exists(), "the reproducer ran code taken from the candidate's file name"
     assert name in result.command or "'" in result.command  # the shell line quotes it (shlex)
+
+
+# ------------------------------------------------------------------------ hostile input, third round (sweep 29)
+GREEDY_FILE = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\nfrom oracles.bridge import greedy_candidate\n"
+               "\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n"
+               "    return greedy_candidate(model, prompt, gen_length, mask_id)\n")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import sys\nsys.exit(0)\n", "importing it raised SystemExit(0)"),
+    ("import os\nos._exit(0)\n", "importing it called os._exit(0)"),
+    ("raise KeyboardInterrupt\n", "importing it raised KeyboardInterrupt()"),
+    ("class Boom(BaseException):\n    pass\n\nraise Boom('at import')\n", "importing it raised Boom(at import)"),
+    ("generate = len\n", "generate is <built-in function len>, not a decoder"),
+])
+def test_a_candidate_file_that_exits_or_is_no_function_is_one_line(tmp_path, source, message, capsys):
+    """At import, the file's exits are refused like a call's (spec EC8): exit 2, the file cannot be loaded."""
+    file = tmp_path / "hostile.py"
+    file.write_text(source + "\n\ndef unused(model, prompt, gen_length=2):\n    pass\n")
+    code = main(["check", f"{file}:generate", "--against", "llada", "--model", "tiny-llada", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert os._exit.__module__ in ("posix", "nt") and __import__("posix")._exit is os._exit  # restored
+
+
+def test_a_candidate_model_factory_that_exits_is_one_line(tmp_path, capsys):
+    factory = tmp_path / "factories.py"
+    factory.write_text("import sys\n\ndef exits(source):\n    sys.exit(0)\n")
+    code = main(["check", f"{ROOT / 'examples'}/own_model.py:hooked_generate", "--against", "llada",
+                 "--model", "tiny-llada", "--quiet", "--candidate-model", f"{factory}:exits"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot be loaded: it raised SystemExit(0)" in err, err
+
+
+def test_os_exit_bound_at_import_is_the_refusing_one(tmp_path):
+    """``from os import _exit`` takes the function at import: load_candidate imports under the guard, so the
+    candidate's binding raises like ``os._exit`` itself."""
+    from veridec.testing import load_candidate
+
+    file = tmp_path / "bound.py"
+    file.write_text("from os import _exit\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n    _exit(0)\n")
+    result = check_decoder(load_candidate(f"{file}:generate"), "llada", model="tiny-llada", case=ONE)
+    assert not result.passed and "it called os._exit(0)" in result.failure.problems[0], result.failure.problems
+
+
+WRONG = ("    out = greedy_candidate(model, prompt, gen_length, mask_id)\n"
+         "    out[0, -1] = (out[0, -1] + 1) % 90\n    return out\n")  # a FAIL verdict: exit 1
+
+
+@pytest.mark.parametrize("at_import, in_call", [
+    ("import atexit\natexit.register(lambda: os._exit(0))\n", WRONG),  # once turned the FAIL into exit 0
+    ("", "    threading.Thread(target=time.sleep, args=(10**6,)).start()\n" + WRONG),  # once kept the process alive
+    ("from os import _exit\n", "    _exit(0)\n"),  # once ended the process with 0 and no verdict
+], ids=["atexit", "thread", "bound-exit"])
+def test_what_the_candidate_leaves_behind_cannot_change_the_exit_code(tmp_path, at_import, in_call):
+    """A real process: the check command ends with its verdict's code, whatever the candidate left running."""
+    file = tmp_path / "leaves.py"
+    file.write_text(f"import os, sys, threading, time\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+                    f"from oracles.bridge import greedy_candidate\n{at_import}\n\n"
+                    f"def generate(model, prompt, gen_length=2, mask_id=0):\n{in_call}")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", "check", f"{file}:generate", "--against",
+                           "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout, done
+    assert time.monotonic() - started < 100
+
+
+def test_the_python_reproducer_passes_only_the_settings_the_candidate_takes(tmp_path):
+    """A candidate naming gen_length and mask_id only: its reproducer line must not pass block_length or steps."""
+    from veridec.testing import load_candidate
+
+    file = tmp_path / "narrow.py"
+    file.write_text(GREEDY_FILE.replace("return greedy_candidate(model, prompt, gen_length, mask_id)",
+                                        "out = greedy_candidate(model, prompt, gen_length, mask_id)\n"
+                                        "    out[0, -1] = (out[0, -1] + 1) % 90\n    return out"))
+    result = check_decoder(load_candidate(f"{file}:generate"), "llada", model="tiny-llada", max_examples=5,
+                           knobs=False)
+    assert not result.passed
+    theirs = next(line for line in result.reproducer.splitlines() if line.startswith("theirs = "))
+    assert "block_length" not in theirs and "steps" not in theirs, theirs
+    done = subprocess.run([sys.executable, "-c", result.reproducer], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_candidate_path_starting_with_a_dash_prints_a_command_that_runs(tmp_path, monkeypatch):
+    """``-rf.py:generate`` pasted as printed would be read as options: the command writes ``./-rf.py``."""
+    from veridec.testing import load_candidate
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-rf.py").write_text(GREEDY_FILE.replace("gen_length, mask_id)\n", "gen_length, mask_id) + 1\n"))
+    result = check_decoder(load_candidate("-rf.py:generate"), "llada", model="tiny-llada", case=ONE)
+    assert not result.passed and result.command.startswith("veridec check ./-rf.py:generate "), result.command
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", *shlex.split(result.command)[1:], "--quiet"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout, done
+
+
+@pytest.mark.parametrize("text, message", [
+    ("null", "--case must be a dict (a JSON object) with keys prompt, attention_mask, seed, settings"),
+    ("[1, 2]", "--case must be a dict (a JSON object)"),
+    ('"a case"', "--case must be a dict (a JSON object)"),
+    ("[" * 100_000 + "]" * 100_000, "--case must be JSON as a report prints it: it is nested too deeply"),
+    (json.dumps({**ONE, "prompt": [[3, 4]] * 4}), "case: prompt has 4 rows, more than max_batch 3 (--max-batch"),
+    (json.dumps({**ONE, "settings": {}}), "case: settings must give gen_length"),
+])
+def test_a_case_that_is_not_a_case_is_one_line(text, message, capsys):
+    """null once fell back to 200 drawn cases and passed; a batch past --max-batch and empty settings passed too."""
+    code = main(["check", f"{BROKEN}:one_too_many", "--against", "fastdllm", "--model", "tiny-llada", "--quiet",
+                 "--case", text])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{}", "holds none of the measures a run is held to"),
+    ('{"foo": 1, "bar": 2}', "unknown key(s) ['bar', 'foo']"),
+    ('{"exact_rate": 1.0, "exactrate": 0.5}', "'exactrate': did you mean 'exact_rate'?"),
+    ('{"samples_per_side": [200], "detectable_tv": 0.2}', "tier S's measures: a tier A baseline cannot hold them"),
+    ('{"cases": "many", "exact_rate": 1.0}', "cases must be a finite number or null, got 'many'"),
+    ('{"exact_rate": 5.0}', "exact_rate must lie in [0, 1], got 5.0"),
+    ('{"exact_rate": -1.0}', "exact_rate must lie in [0, 1], got -1.0"),
+    ('{"candidate_model_calls": -3}', "candidate_model_calls must lie in [0, inf), got -3"),
+    ('{"exact_rate": 1.0, "drift_by_call": 3}', "drift_by_call must be a JSON list or null"),
+])
+def test_a_baseline_holds_only_what_tier_a_writes(tmp_path, content, message, capsys):
+    baseline = tmp_path / "base.json"
+    baseline.write_text(content)
+    code = main(["check", f"{BROKEN}:stale_cache", "--against", "fastdllm", "--cache", "dual", "--model",
+                 "tiny-llada", "--tier", "A", "--trials", "2", "--quiet", "--baseline", str(baseline)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_a_baseline_tier_a_wrote_is_accepted_back():
+    """Every key tier A writes (with vLLM's rule too) is one a baseline may hold."""
+    from veridec.testing.validation import checked_baseline
+
+    result = check_decoder(greedy, "llada", model="tiny-llada", tier="A", max_examples=3, knobs=False,
+                           agreement={"top_k": 2})
+    assert checked_baseline(json.loads(json.dumps(result.metrics))) and "agreement_rate" in result.metrics
+
+
+def test_an_unreadable_baseline_names_its_file_and_a_fifo_is_never_read(tmp_path, capsys):
+    undecodable = tmp_path / "random.json"
+    undecodable.write_bytes(b"\xa3\x00\xff not utf-8")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path, message in ((undecodable, f"--baseline {undecodable}: not a readable JSON file ('utf-8' codec"),
+                          (fifo, f"--baseline {fifo}: not a regular file")):
+        code = main(["check", f"{BROKEN}:stale_cache", "--against", "fastdllm", "--cache", "dual", "--model",
+                     "tiny-llada", "--tier", "A", "--trials", "2", "--quiet", "--baseline", str(path)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_a_model_whose_logits_are_nan_is_named_when_no_case_can_be_checked(tmp_path, capsys):
+    """The target refuses every case: the error quotes its first refusal, not Hypothesis's advice."""
+    from veridec.models import random_model, save_pretrained
+
+    model = random_model("llada", 0)
+    with __import__("torch").no_grad():
+        model.lm_head.weight.fill_(float("nan"))
+    save_pretrained(model, tmp_path / "nan-model")
+    code = main(["check", f"{BROKEN}:one_too_many", "--against", "fastdllm", "--model", str(tmp_path / "nan-model"),
+                 "--quiet", "--trials", "2", "--no-knobs"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "the target refused every case drawn" in err and "NonFiniteLogits" in err and "are nan" in err, err
+    assert "assume" not in err and "filter" not in err, err

@@ -142,6 +142,59 @@ def test_the_banned_position_is_named_in_canvas_coordinates():
         DECODERS["reference"](model, torch.tensor([[7, 8, 9]]))
 
 
+PARALLEL = ["reference", "none", "prefix", "dual", "speculative"]
+
+
+@pytest.mark.parametrize("name", PARALLEL)
+@pytest.mark.parametrize("value", [NAN, INF, -INF])
+def test_a_parallel_step_reads_only_its_candidates(name, value):
+    """SQ0.6: a parallel decoder's step checks (and reads) the logits of its candidates only; a model whose full
+    forwards are NaN, +inf or all -inf at the first prompt position, which no step acts on, decodes as the clean
+    model does."""
+    clean = random_model("llada", 0, dtype=torch.float64)
+    model = random_model("llada", 0, dtype=torch.float64)
+    for method in ("forward", "prefill"):  # the full forwards; column 0 is prompt position 0 there
+        def poisoned_full(*args, _inner=getattr(model, method), **kwargs):
+            out = _inner(*args, **kwargs)
+            (out[0] if isinstance(out, tuple) else out).logits[:, 0] = value
+            return out
+
+        setattr(model, method, poisoned_full)
+    prompt = torch.tensor([[7, 8, 9]])
+    want, got = DECODERS[name](clean, prompt), DECODERS[name](model, prompt)
+    assert torch.equal(got.canvas, want.canvas) and got.trace.to_dict() == want.trace.to_dict()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_fused_check_refuses_what_check_logits_refuses(seed):
+    """The optimized step's check (NaN in p(x̂) at a candidate, read off its float64 softmax) refuses exactly
+    the logits ``check_logits(..., where=candidates)`` refuses, with the same message."""
+    from veridec.decoding import check_logits, check_step_logits
+    from veridec.rules.step import step_view
+    from veridec.trace import Trace
+
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 5, 7, generator=g)
+    for _ in range(int(torch.randint(0, 4, (), generator=g))):
+        row, column = (int(torch.randint(0, n, (), generator=g)) for n in (2, 5))
+        kind = int(torch.randint(0, 3, (), generator=g))
+        if kind == 2:
+            logits[row, column] = -INF
+        else:
+            logits[row, column, int(torch.randint(0, 7, (), generator=g))] = (NAN, INF)[kind]
+    candidates = torch.rand(2, 5, generator=g) < 0.5
+    token_probs = step_view(logits, logits.argmax(-1), candidates).token_probs
+    errors = []
+    for check in (lambda: check_logits(logits, Trace("t", {}, 0, 2), offset=3, where=candidates),
+                  lambda: check_step_logits(logits, token_probs, candidates, Trace("t", {}, 0, 2), offset=3)):
+        try:
+            check()
+            errors.append(None)
+        except NonFiniteLogits as error:
+            errors.append(str(error))
+    assert errors[0] == errors[1]
+
+
 def test_minus_infinity_logits_stay_allowed():
     """-inf bans a token: a model whose mask logit is -inf everywhere decodes (every test's never_predicts_mask)."""
     model = poisoned(random_model("llada", 0), -INF, token=random_model("llada", 0).special.mask_id)
@@ -471,3 +524,68 @@ def test_a_canvas_of_exactly_the_context_decodes_and_one_more_is_refused():
     assert fits.canvas.shape == (1, 8)
     with pytest.raises(ValueError, match="max_length 8"):
         llada(model, torch.tensor([[7, 8, 9, 10, 11]]), steps=4, gen_length=4, block_length=4)
+
+
+# -------------------------------------------------------------- hostile input, third round (sweep 29)
+def test_an_output_path_that_is_not_a_regular_file_is_never_replaced(cli, tiny_folders, tmp_path):
+    """/dev/full was once renamed over by --trace; a folder where exactness.md goes failed at the end of the run."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    table = tmp_path / "table"
+    (table / "exactness.md").mkdir(parents=True)
+    model = ["--model", tiny_folders["llada"]]
+    for argv, message in (
+            (["generate", "--prompt", "ab", *model, "--trace", "/dev/full"],
+             "--trace /dev/full: is not a regular file"),
+            (["bounds", "--cases", "10", "--json", fifo], f"--json {fifo}: is not a regular file"),
+            (["exactness", *model, "--quick", "--out", table], f"{table / 'exactness.md'} is a folder")):
+        code, out, err = cli(*argv)
+        assert code == 2 and out == "" and err.count("\n") == 1 and message in err, (argv, err)
+    assert Path("/dev/full").is_char_device() and fifo.is_fifo()
+    with pytest.raises(ValueError, match="exists and is not a regular file"):
+        write_text_atomic(fifo, "x")
+    assert fifo.is_fifo()
+
+
+def test_a_records_file_with_another_hard_link_is_refused(cli, tiny_folders, tmp_path):
+    """A hard link may lead outside --out: appending would change a file the run does not own."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(outside, out / "exactness.records.jsonl")
+    code, _, err = cli("exactness", "--model", tiny_folders["llada"], "--quick", "--decoders", "sequential",
+                       "--quiet", "--out", out)
+    assert code == 2 and err.count("\n") == 1 and "the records file has 2 hard links" in err, err
+    assert outside.read_text() == ""
+
+
+def test_a_folder_mixing_weight_dtypes_names_the_tensor(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "mixed"
+    save_pretrained(random_model("llada", 0), folder)
+    tensors = load_file(folder / "model.safetensors")
+    odd = sorted(tensors)[-1]
+    tensors[odd] = tensors[odd].half()
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=f"tensor {odd} has dtype torch.float16, the other .* tensors torch.float32: "
+                                         "a model runs at one dtype"):
+        load_pretrained(folder)
+    assert load_pretrained(folder, dtype=torch.float32).lm_head.weight.dtype == torch.float32  # one asked for
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"WORLD_SIZE": "two"}, "environment variable WORLD_SIZE must be an integer >= 1, got 'two'"),
+    ({"WORLD_SIZE": "0"}, "environment variable WORLD_SIZE must be an integer >= 1, got '0'"),
+    ({"WORLD_SIZE": "2", "RANK": "5"}, "environment variable RANK must be an integer in [0, 1] (WORLD_SIZE=2), "
+                                       "got '5'"),
+    ({"WORLD_SIZE": "2"}, "environment variable RANK must be an integer in [0, 1] (WORLD_SIZE=2), got None"),
+])
+def test_a_bad_torchrun_environment_is_one_line(cli, tiny_folders, tmp_path, monkeypatch, env, message):
+    monkeypatch.delenv("RANK", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = cli("exactness", "--model", tiny_folders["llada"], "--quick", "--decoders", "sequential",
+                       "--quiet", "--out", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1 and message in err, err

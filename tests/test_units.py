@@ -120,6 +120,7 @@ def test_verify_under_torchrun_needs_out(monkeypatch, capsys):
     from veridec.harness.cli import main
 
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
     assert main(verify()) == 2
     assert "under torchrun, verify needs --out" in capsys.readouterr().err
 

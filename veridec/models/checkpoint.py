@@ -8,6 +8,7 @@ names the file and the tensor.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -241,7 +242,22 @@ def _read_tensors(folder: Path, names: dict[str, str], expected: dict[str, torch
             raise ValueError(f"{files[official]}: tensor {official} has shape {tuple(tensor.shape)}, config "
                              f"implies {want}")
         state[internal] = tensor.to(device=device, dtype=dtype or tensor.dtype)
+    if dtype is None:
+        _check_one_dtype({official: state[internal].dtype for internal, official in names.items()}, files)
     return state
+
+
+def _check_one_dtype(dtypes: dict[str, torch.dtype], files: dict[str, Path]) -> None:
+    """Loaded as stored, every tensor must have one dtype (a model runs at one); the first tensor off the most
+    common dtype is named."""
+    counts = Counter(dtypes.values())
+    if len(counts) == 1:
+        return
+    common = counts.most_common(1)[0][0]
+    odd = next(name for name, kind in dtypes.items() if kind != common)
+    raise ValueError(f"{files[odd]}: tensor {odd} has dtype {dtypes[odd]}, the other {counts[common]} of "
+                     f"{len(dtypes)} tensors {common}: a model runs at one dtype; convert the checkpoint to one, or "
+                     "load it at one (load_pretrained(dtype=...), --dtype where the command takes it)")
 
 
 def _split_shards(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> list[dict[str, torch.Tensor]]:
