@@ -12,10 +12,11 @@ from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 from veridec.testing.models import MODEL_NAMES
-from veridec.testing.guard import MAX_CASE_TIMEOUT, exits_refused
+from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
+from .supervise import child_status, saved_streams
 from .arguments import UsageError, check_output_dir, check_output_file, integer, number, probability, seed
 
 
@@ -83,12 +84,18 @@ def run_check_command(args) -> int:
     _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
     model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
-    with exits_refused():  # from before the candidate's import to the verdict written (spec EC8)
-        try:
-            result = _checked(args, model, baseline, case)
-        except (CandidateError, ValueError) as err:
-            raise UsageError(str(err)) from err
-        return _write_verdict(args, tier, baseline, result)
+    watcher = child_status().watch  # the supervisor hears when the candidate's code runs
+    WATCHERS.append(watcher)
+    try:
+        with exits_refused():  # from before the candidate's import to the verdict written (spec EC8)
+            with saved_streams():
+                try:
+                    result = _checked(args, model, baseline, case)
+                except (CandidateError, ValueError) as err:
+                    raise UsageError(str(err)) from err
+            return _write_verdict(args, tier, baseline, result)
+    finally:
+        WATCHERS.remove(watcher)
 
 
 def _write_verdict(args, tier, baseline: dict | None, result) -> int:
@@ -165,6 +172,8 @@ def _check_tier_flags(args, tier) -> None:
              if value is not None]
     if given and not tier.sampled:
         raise UsageError(f"{', '.join(given)} apply to --tier S only, not --tier {tier.letter}")
+    if args.no_knobs and tier.sampled:
+        raise UsageError("--no-knobs applies to --tier E and A (tier S runs no knob search); drop it")
     if args.agreement_top_k is not None and not tier.uses_baseline:
         raise UsageError(f"--agreement-top-k applies to --tier A only, not --tier {tier.letter}")
 

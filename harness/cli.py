@@ -23,7 +23,7 @@ from veridec.rules.common import REMASKING  # noqa: E402
 from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.presets import PRESETS  # noqa: E402
 
-from . import check_command, exactness  # noqa: E402
+from . import check_command, exactness, supervise  # noqa: E402
 from .distributed import Group, world_size  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
@@ -43,10 +43,14 @@ TABLE_FILES = ("exactness.md", "exactness.json")  # what verify and exactness wr
 def main(argv: list[str] | None = None) -> int:
     """Run a command: 0 success, 1 a failed check or an internal failure (its message, no traceback; set
     VERIDEC_DEBUG=1 for one), 2 a bad argument. ``veridec check`` run as the process (``argv`` None: the
-    command line) ends the process with its code (``end_process``), so that an ``atexit`` handler or a thread
-    the candidate left behind can neither change the code nor keep the process alive."""
+    command line) runs in a supervised child process (``supervise``) that ends with its code (``end_process``),
+    so that an ``atexit`` handler or a thread the candidate left behind can neither change the code nor keep the
+    process alive, and a candidate that stalls or kills its process still ends in a verdict."""
+    if argv is None and supervise.wanted(sys.argv[1:]):
+        return supervise.run_supervised(sys.argv[1:])
     command, code = _dispatch(argv)
     if argv is None and command == "check":
+        supervise.child_status().send("exit", code)
         end_process(code)
     return code
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from .guard import CandidateExited, exits_refused
+from .guard import IMPORT_TIMEOUT, CandidateExited, CandidateTimedOut, guarded, import_seconds
 
 
 class CandidateError(ValueError):
@@ -32,11 +32,15 @@ def load_candidate(spec: str) -> Callable:
     file = Path(path)
     if not file.is_file():
         raise CandidateError(f"candidate file {file} does not exist")
-    try:
-        with exits_refused():  # os._exit at import (or bound there) raises; its module keeps the refusing one
+    seconds = import_seconds()
+    try:  # os._exit at import (or bound there) raises; its module keeps the refusing one
+        with guarded(seconds, f"the import of {file}", code=2):
             module = _import_file(file)
     except CandidateExited as err:
         raise CandidateError(f"{file} cannot be loaded: importing it called {err}") from err
+    except CandidateTimedOut as err:
+        raise CandidateError(f"{file} cannot be loaded: importing it took more than {seconds:g} s "
+                             f"({IMPORT_TIMEOUT})") from err
     except BaseException as err:  # noqa: BLE001 - foreign code at import: sys.exit, KeyboardInterrupt, any error
         raise CandidateError(f"{file} cannot be loaded: importing it raised {type(err).__name__}({err})") from err
     function = getattr(module, name, None)

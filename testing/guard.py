@@ -8,6 +8,7 @@ whole check, from before the candidate's file is imported, so that a binding tak
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,8 @@ TIMEOUT_FACTOR, TIMEOUT_FLOOR = 20.0, 10.0  # the default limit: 20x the target'
 UNTIMED_SECONDS = 60.0  # the limit where the target did not run on the case (samples against an exact law)
 MAX_CASE_TIMEOUT = 86_400.0  # --case-timeout's upper bound: one day (setitimer overflows far beyond it)
 EXIT_MODULES = ("os", "posix", "nt")  # where ``_exit`` lives: os, and the C module os takes it from
+IMPORT_TIMEOUT, IMPORT_SECONDS = "VERIDEC_IMPORT_TIMEOUT", 300.0  # the limit on an import or model factory
+WATCHERS: list = []  # callables (seconds | None, what, code) told when a candidate's code starts and ends
 
 
 class CandidateExited(BaseException):
@@ -35,6 +38,20 @@ def candidate_limit(case_timeout: float | None, target_seconds: float | None) ->
     if case_timeout is not None:
         return case_timeout
     return UNTIMED_SECONDS if target_seconds is None else TIMEOUT_FACTOR * target_seconds + TIMEOUT_FLOOR
+
+
+def import_seconds() -> float:
+    """Seconds importing the candidate or calling its model factory may take (VERIDEC_IMPORT_TIMEOUT, default
+    300)."""
+    text = os.environ.get(IMPORT_TIMEOUT, str(IMPORT_SECONDS))
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_CASE_TIMEOUT:
+        raise ValueError(f"environment variable {IMPORT_TIMEOUT} must be a number of seconds in (0, "
+                         f"{MAX_CASE_TIMEOUT:g}], got {text!r}")
+    return value
 
 
 def can_time_out() -> bool:
@@ -63,10 +80,29 @@ def exits_refused():
 
 
 @contextmanager
-def guarded(seconds: float):
+def watched(seconds: float, what: str, code: int = 1):
+    """Tell each of ``WATCHERS`` that the candidate's code runs ``what`` within ``seconds`` (``code``: the exit
+    code if it never gives control back), then that it ended (``veridec check``'s supervisor, spec EC8)."""
+    for watcher in WATCHERS:
+        watcher(seconds, what, code)
+    try:
+        yield
+    finally:
+        for watcher in WATCHERS:
+            watcher(None, what, code)
+
+
+@contextmanager
+def guarded(seconds: float, what: str = "a case", code: int = 1):
     """Run the block with ``os._exit`` raising ``CandidateExited`` (``exits_refused``) and, where
     ``can_time_out``, a limit of ``seconds`` raising ``CandidateTimedOut``; both restored after (an outer timer
-    is re-armed with its rest)."""
+    is re-armed with its rest). ``watched`` as ``what`` (``code``) meanwhile."""
+    with watched(seconds, what, code), _limited(seconds):
+        yield
+
+
+@contextmanager
+def _limited(seconds: float):
     timed = can_time_out()
     if timed:
         previous = signal.signal(signal.SIGALRM, _raise_timeout(seconds))

@@ -17,7 +17,7 @@ import torch
 from veridec.adapters import adapt
 from veridec.numerics import HIGHER, tolerance
 
-from .guard import CandidateExited, exits_refused
+from .guard import IMPORT_TIMEOUT, CandidateExited, CandidateTimedOut, guarded, import_seconds
 
 PREFLIGHT_LENGTH = 24  # positions of each preflight canvas (fewer if the model is shorter)
 
@@ -52,11 +52,15 @@ def own_model(candidate_model, model_source: str | None,
             raise ValueError(f"candidate_model: {err} (FILE.py:FACTORY, a function returning the model)") from err
         takes = [p for p in inspect.signature(factory).parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        seconds = import_seconds()
         try:
-            with exits_refused():
+            with guarded(seconds, f"the model factory {label}", code=2):
                 candidate_model = factory(model_source) if takes and model_source is not None else factory()
         except CandidateExited as err:
             raise ValueError(f"candidate_model: {label} cannot be loaded: it called {err}") from err
+        except CandidateTimedOut as err:
+            raise ValueError(f"candidate_model: {label} cannot be loaded: it took more than {seconds:g} s "
+                             f"({IMPORT_TIMEOUT})") from err
         except BaseException as err:  # noqa: BLE001 - the user's factory (sys.exit too): named, not a traceback
             raise ValueError(f"candidate_model: {label} cannot be loaded: it raised {type(err).__name__}({err})") \
                 from err

@@ -4,6 +4,7 @@ with the case's seed first. Shared by the tiers (check.py: E and A; stochastic.p
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -130,7 +131,7 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
     seconds = candidate_limit(setup.case_timeout, target_seconds)
     torch.manual_seed(case["seed"])
     try:
-        with guarded(seconds):
+        with guarded(seconds, f"the case {json.dumps(case)}"):
             side = run_own(setup, recording, prompt, mask, case) if own else \
                 run_foreign(setup.candidate, setup.fit, setup.goal, recording, prompt, mask, case, setup.convention)
         if measure_logits and own:  # what a cache inside the user's model changed, call by call

@@ -196,11 +196,53 @@ def test_the_command_gives_a_verdict_when_the_candidate_exits_hard_or_hangs(tmp_
                     "def hangs(model, prompt, gen_length=2, mask_id=0):\n    while True:\n        pass\n")
     for name, extra, expected in (("exits", [], "it called os._exit(0)"),
                                   ("hangs", ["--case-timeout", "0.5"], "ran past its time limit of 0.5 s")):
-        done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", "check", f"{file}:{name}", "--against",
-                               "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE), *extra],
+        done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:{name}",
+                               "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
+                               *extra],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout and expected in done.stdout, done
     assert "--case-timeout 0.5" in done.stdout
+
+
+STALLS = {  # a candidate the in-process guard cannot stop, and what the supervisor says (exit code, line)
+    "swallows": ("import time\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n    while True:\n"
+                 "        try:\n            time.sleep(0.01)\n        except BaseException:\n            pass\n",
+                 1, "veridec: FAIL: it did not give control back 3.5 s into the case {"),
+    "ignores-alarm": ("import signal, time\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n"
+                      "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    time.sleep(10**6)\n",
+                      1, "(its limit 0.5 s; it swallowed the timeout, replaced the alarm's handler or stalled"),
+    "kills-itself": ("import os, signal\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n"
+                     "    os.kill(os.getpid(), signal.SIGKILL)\n",
+                     1, "the check's process ended without a verdict (killed by SIGKILL) while the candidate was "
+                        "running the case {"),
+    "import-stalls": ("import time\nwhile True:\n    try:\n        time.sleep(0.01)\n    except BaseException:\n"
+                      "        pass\n", 2, "veridec: error: the candidate cannot be loaded: it did not give control "
+                                          "back 3.5 s into the import of"),
+}
+
+
+@pytest.mark.parametrize("name", STALLS)
+def test_a_candidate_that_stalls_or_kills_its_process_still_gets_a_verdict(tmp_path, name):
+    """A real process under its supervisor (spec EC8): once hung for good or ended silently, now one line and a
+    nonzero code; the import has its own limit (VERIDEC_IMPORT_TIMEOUT)."""
+    source, code, message = STALLS[name]
+    (tmp_path / "stalls.py").write_text(source)
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", "stalls.py:generate",
+                           "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
+                           "--case-timeout", "0.5"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "VERIDEC_IMPORT_TIMEOUT": "0.5"})
+    assert done.returncode == code and message in done.stderr, done
+
+
+def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp_path):
+    file = tmp_path / "closes.py"
+    file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
+                                        "def generate(model, prompt, gen_length=2, mask_id=0):\n    import os\n"
+                                        "    sys.stdout.close()\n    os.close(1)\n    os.close(2)\n"))
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:generate",
+                           "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "# veridec check: PASS" in done.stdout, done
 
 
 @pytest.mark.parametrize("case, message", [
@@ -244,6 +286,7 @@ def test_a_baseline_is_validated_with_one_line(tmp_path, content, message, capsy
     (["--samples", "100"], "--samples apply to --tier S only, not --tier E"),
     (["--alpha", "0.05", "--tier", "A"], "--alpha apply to --tier S only, not --tier A"),
     (["--baseline", "some/folder/"], "does not apply to --tier E"),
+    (["--no-knobs", "--tier", "S"], "--no-knobs applies to --tier E and A (tier S runs no knob search)"),
 ])
 def test_flags_of_another_tier_are_refused(tmp_path, monkeypatch, extra, message, capsys):
     monkeypatch.chdir(tmp_path)
@@ -331,7 +374,7 @@ def test_what_the_candidate_leaves_behind_cannot_change_the_exit_code(tmp_path, 
                     f"from oracles.bridge import greedy_candidate\n{at_import}\n\n"
                     f"def generate(model, prompt, gen_length=2, mask_id=0):\n{in_call}")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", "check", f"{file}:generate", "--against",
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:generate", "--against",
                            "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout, done
