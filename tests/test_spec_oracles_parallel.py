@@ -308,8 +308,9 @@ def draw_rule(data, name: str, case: Case, view: dict, scores: list[float], eb_s
         inclusive, last_rank = data.draw(st.booleans()), data.draw(st.sampled_from(["commit", "reject"]))
         ranked = sorted_confidences(view, case.candidates)
         options = [0.25, 0.5, 1.0, 2.0, 3.5]
+        agreed = set(scores)  # a boundary only where both sides hold c_n bit for bit (rounding decides elsewhere)
         for row in ranked:  # f with tau_n = c_n exactly, and a level one ulp either side of c_n
-            for n in range(2, len(row) + 1):
+            for n in (n for n in range(2, len(row) + 1) if row[n - 1] in agreed):
                 for c in (row[n - 1], up(row[n - 1]), down(row[n - 1])):
                     f = (1.0 - c) * (n + 1)
                     if 0 < f and 1.0 - f / (n + 1) == c:
