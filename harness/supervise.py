@@ -16,11 +16,18 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
 STATUS_FD = "VERIDEC_CHECK_STATUS_FD"  # the child's end of the pipe, set by the supervisor
 POLL_SECONDS = 0.5  # how often the supervisor looks at a child that may have ended
+REAL_EXIT = os._exit  # taken at import, before any candidate may replace it
+STOPPING = (signal.SIGTERM, signal.SIGHUP)  # signals that stop the supervisor, and with it the check
+
+
+class Stopped(Exception):
+    """The supervisor received one of ``STOPPING``."""
 
 
 def grace_seconds(limit: float) -> float:
@@ -30,6 +37,14 @@ def grace_seconds(limit: float) -> float:
 
 
 _CHILD: Status | None = None
+
+
+def _end_with_supervisor(lifeline: int) -> None:
+    """Wait on the lifeline (the supervisor holds its other end): at its end, the supervisor is gone (killed,
+    or stopped by a signal), and the check ends too, never left running as an orphan."""
+    while os.read(lifeline, 1):
+        pass
+    REAL_EXIT(1)
 
 
 def child_status() -> Status:
@@ -54,11 +69,14 @@ class Status:
 
     @classmethod
     def from_environment(cls) -> "Status":
+        """The pipe to the supervisor, and a watch on its lifeline: the child ends when the supervisor does."""
         text = os.environ.pop(STATUS_FD, None)  # not passed on to processes the candidate starts
         if text is None:
             return cls(None)
-        fd = int(text)
-        os.set_inheritable(fd, False)
+        fd, lifeline = (int(part) for part in text.split(","))
+        for each in (fd, lifeline):
+            os.set_inheritable(each, False)
+        threading.Thread(target=_end_with_supervisor, args=(lifeline,), daemon=True).start()
         return cls(fd)
 
     def send(self, *words) -> None:
@@ -132,18 +150,29 @@ def run_supervised(argv: list[str]) -> int:
     candidate's limit, or when the child ends without a verdict, one line on stderr and exit 1 (2 where the
     candidate could not be loaded)."""
     read, write = os.pipe()
-    child = subprocess.Popen([sys.executable, "-m", "veridec.harness.cli", *argv], pass_fds=(write,),
-                             env={**os.environ, STATUS_FD: str(write)}, start_new_session=True)
-    os.close(write)
-    armed = Armed()
+    lifeline, held = os.pipe()  # the child reads the first; the supervisor holds the second until it ends
+    child = subprocess.Popen([sys.executable, "-m", "veridec.harness.cli", *argv], pass_fds=(write, lifeline),
+                             env={**os.environ, STATUS_FD: f"{write},{lifeline}"}, start_new_session=True)
+    for fd in (write, lifeline):
+        os.close(fd)
+    previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOPPING}
     try:
-        return _follow(child, read, armed)
-    except KeyboardInterrupt:
+        return _follow(child, read, Armed())
+    except (KeyboardInterrupt, Stopped) as why:
         _stop(child)
-        print("veridec: interrupted: the check was stopped without a verdict", file=sys.stderr)
-        return 130
+        signum = signal.SIGINT if isinstance(why, KeyboardInterrupt) else why.args[0]
+        print(f"veridec: stopped by {signal.Signals(signum).name}: the check ended without a verdict",
+              file=sys.stderr)
+        return 128 + signum
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         os.close(read)
+        os.close(held)
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signum)
 
 
 def _follow(child: subprocess.Popen, read: int, armed: Armed) -> int:

@@ -234,6 +234,36 @@ def test_a_candidate_that_stalls_or_kills_its_process_still_gets_a_verdict(tmp_p
     assert done.returncode == code and message in done.stderr, done
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stopped_supervisor_leaves_no_check_running(tmp_path, signum):
+    """The check's child ends with its supervisor (a job cancelled, a terminal closed): never an orphan."""
+    (tmp_path / "waits.py").write_text("import os, time\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n"
+                                       "    open('started', 'w').write(str(os.getpid()))\n    time.sleep(600)\n")
+    supervisor = subprocess.Popen([sys.executable, "-m", "veridec.harness.supervise", "check", "waits.py:generate",
+                                   "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
+                                   "--case-timeout", "600"], cwd=tmp_path, stderr=open(tmp_path / "err", "w"))
+    started = tmp_path / "started"
+    deadline = time.monotonic() + 100
+    while not (started.exists() and started.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(started.read_text())
+    supervisor.send_signal(signum)
+    code, err = supervisor.wait(timeout=30), (tmp_path / "err").read_text()  # a pipe would wait for the child
+    assert code == -signum or (code == 128 + signum and "stopped by SIGTERM: the check ended without a verdict" in err)
+    deadline = time.monotonic() + 20
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the check's child outlived its supervisor"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z")  # a zombie has ended
+
+
 def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp_path):
     file = tmp_path / "closes.py"
     file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
