@@ -7,6 +7,7 @@ import argparse
 import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -67,14 +68,30 @@ seed = integer(0, SEED_LIMIT - 1)
 
 
 def check_device(name: str) -> torch.device:
+    """The device ``--device`` names, refused when it cannot run a decode here: not a device name, a CUDA index
+    or MPS that is not there, the meta device (shapes only: no value can be read back), or another backend
+    this torch build cannot allocate on."""
     try:
-        device = torch.device(name)
+        with warnings.catch_warnings():  # a deprecated name (mkldnn) warns: the answer stays one line
+            warnings.simplefilter("ignore")
+            device = torch.device(name)
     except RuntimeError as err:
         raise UsageError(f"--device {name!r} is not a device name ({err})") from err
+    if device.type == "meta":
+        raise UsageError(f"--device {name}: the meta device holds shapes but no values, so nothing can be decoded; "
+                         "use cpu, cuda or mps")
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
         raise UsageError(f"--device {name}: no such CUDA device (available: {torch.cuda.device_count()})")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise UsageError("--device mps: MPS is not available")
+    if device.type not in ("cpu", "cuda", "mps"):  # xpu, xla, hpu...: one empty tensor says whether it works
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.empty(0, device=device)
+        except Exception as err:  # backends fail with many types (AssertionError, NotImplementedError, ...)
+            reason = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0]
+            raise UsageError(f"--device {name}: this torch build cannot run on it ({reason})") from err
     return device
 
 

@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -31,11 +32,15 @@ from .arguments import (UsageError, check_device, check_output_dir, check_output
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
-from .workloads import BLOCK  # noqa: E402
+from .workloads import BLOCK, prompts_for, table_models  # noqa: E402
 
 SAMPLERS = ("llada", "dream")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
+EXACTNESS_SIZE = (8, 64)  # exactness's (--prompts, --gen-length) when neither --quick nor the flag is given
+DREAM_STEPS_PER_TOKEN = 4  # generate --sampler dream: at most this many --steps per generated token
+LONG_RUN_S = 3600  # bounds: a run estimated past this needs --yes
+BOUNDS_PROBE_FROM = 1_000_000  # bounds --cases: from here the time is measured and announced first
 REAL_EXIT = os._exit  # taken before any candidate is imported (one may replace os._exit)
 TABLE_FILES = ("exactness.md", "exactness.json")  # what verify and exactness write into --out
 
@@ -48,11 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     process alive, and a candidate that stalls or kills its process still ends in a verdict."""
     if argv is None and supervise.wanted(sys.argv[1:]):
         return supervise.run_supervised(sys.argv[1:])
-    command, code = _dispatch(argv)
+    formatted, warnings.formatwarning = warnings.formatwarning, _one_line_warning
+    try:
+        command, code = _dispatch(argv)
+    finally:
+        warnings.formatwarning = formatted
     if argv is None and command == "check":
         supervise.child_status().send("exit", code)
         end_process(code)
     return code
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"veridec: warning: {message}\n"
 
 
 def _dispatch(argv: list[str] | None) -> tuple[str | None, int]:
@@ -106,7 +119,9 @@ def _generate_parser(commands) -> None:
     gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
     gen.add_argument("--gen-length", type=integer(1), default=64)
     gen.add_argument("--block-length", type=integer(1), default=None, help="LLaDA block length (default: gen length)")
-    gen.add_argument("--steps", type=integer(1), default=None, help="denoising steps (default: gen length)")
+    gen.add_argument("--steps", type=integer(1), default=None,
+                     help="denoising steps (default: gen length; at most gen length with llada, "
+                          f"{DREAM_STEPS_PER_TOKEN} x gen length with dream)")
     gen.add_argument("--temperature", type=number(), default=0.0)
     gen.add_argument("--remasking", choices=REMASKING, default=None, help="LLaDA: low_confidence (default) | random")
     gen.add_argument("--cfg-scale", type=number(), default=None, help="LLaDA: classifier-free guidance (default 0)")
@@ -114,7 +129,7 @@ def _generate_parser(commands) -> None:
     gen.add_argument("--tokens-per-step", type=integer(1), default=None, help="fixed top-k per step (Conf baseline)")
     gen.add_argument("--seed", type=seed, default=0)
     gen.add_argument("--trace", type=Path, default=None, help="write the decode trace as JSON")
-    gen.set_defaults(run=generate_command.run)
+    gen.set_defaults(run=run_generate)
 
 
 def _verify_parser(commands) -> None:
@@ -139,10 +154,15 @@ def _exactness_parser(commands) -> None:
     exa = commands.add_parser("exactness", help="the full exactness table: every preset x variant")
     _model_args(exa)
     exa.add_argument("--out", type=Path, default=Path("results"))
-    exa.add_argument("--quick", action="store_true", help="2 prompts, gen length 32")
+    exa.add_argument("--quick", action="store_true",
+                     help=f"{exactness.QUICK_SIZE[0]} prompts, gen length {exactness.QUICK_SIZE[1]} (then give neither "
+                          "--prompts nor --gen-length)")
     exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino or editing (default: all)")
-    exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=8)
-    exa.add_argument("--gen-length", type=integer(1), default=64)
+    exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=None,
+                     help=f"prompts in the batch (default {EXACTNESS_SIZE[0]})")
+    exa.add_argument("--gen-length", type=integer(1), default=None,
+                     help=f"tokens to generate (default {EXACTNESS_SIZE[1]}; prompt + gen length within the model's "
+                          "context)")
     exa.add_argument("--block-length", type=integer(1), default=BLOCK)
     exa.add_argument("--seed", type=seed, default=0)
     exa.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
@@ -159,7 +179,10 @@ def _bounds_parser(commands) -> None:
                      help="joints to generate (default 100,000); with --decoders, oracles per family (default 20)")
     bnd.add_argument("--decoders", action="store_true",
                      help="instead: the exact output laws of the sampled decoders on oracle models (TD1)")
-    bnd.add_argument("--temperature", type=number(0.0), default=1.0, help="with --decoders: the sampling temperature")
+    bnd.add_argument("--temperature", type=number(0.0), default=None,
+                     help="with --decoders only: the sampling temperature (default 1.0)")
+    bnd.add_argument("--yes", action="store_true",
+                     help=f"run even when the measured estimate exceeds {LONG_RUN_S // 3600} hour")
     bnd.add_argument("--seed", type=seed, default=0)
     bnd.add_argument("--json", type=Path, default=None, help="write the table as JSON")
     bnd.add_argument("--quiet", action="store_true", help="no progress bar (it shows the rate and the time left)")
@@ -185,6 +208,32 @@ def _model_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--model", default="default", help="default | hmm | path to a LLaDA/Dream model folder")
     sub.add_argument("--device", default="cpu")
     sub.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+# ----------------------------------------------------------------------------------------- generate
+def run_generate(args) -> int:
+    check_steps(args)
+    return generate_command.run(args)
+
+
+def check_steps(args) -> None:
+    """``--steps`` within what a decode can use: LLaDA commits at least one token per step until the block is
+    full, so a step past one per generated token commits nothing (each still a forward: a typo of 10^9 steps
+    would exhaust memory before the first); Dream's time grid may take more steps than tokens (the official
+    golden cases take up to 2.5 per token), up to DREAM_STEPS_PER_TOKEN per token. With ``--tokens-per-step``
+    the steps are not used, so giving both is an error."""
+    if args.steps is None:
+        return
+    if args.tokens_per_step is not None:
+        raise UsageError("--steps does not apply with --tokens-per-step (it commits K tokens per step until no mask "
+                         "is left); drop one of them")
+    per_token = 1 if args.sampler == "llada" else DREAM_STEPS_PER_TOKEN
+    top = per_token * args.gen_length
+    if args.steps > top:
+        why = "a LLaDA step past one per generated token commits nothing" if args.sampler == "llada" else \
+            f"at most {DREAM_STEPS_PER_TOKEN} Dream steps per generated token"
+        raise UsageError(f"--steps: must lie in [1, {top}] for --sampler {args.sampler} with --gen-length "
+                         f"{args.gen_length} ({why}), got {args.steps}")
 
 
 # ------------------------------------------------------------------------------------------- verify
@@ -249,13 +298,11 @@ def run_exactness(args) -> int:
     if unknown:
         raise UsageError(f"--decoders: unknown preset(s) {unknown}; the presets are {sorted(PRESETS)} and "
                          f"{sorted(exactness.EVENT_DECODERS)}")
-    prompts, gen = exactness.QUICK_SIZE if args.quick else (args.prompts, args.gen_length)
-    if gen % args.block_length:
-        raise UsageError(f"--gen-length {gen} must be a multiple of --block-length {args.block_length}")
+    prompts, gen = exactness_size(args)
     device = check_device(args.device)
     check_output_dir(args.out, "--out", TABLE_FILES)
     dtype = getattr(torch, args.dtype)
-    load_model_arg(args.model, "meta", dtype)  # a clear error for a bad --model before the table starts
+    check_context(args, prompts, gen, dtype)  # a bad --model or a canvas past its context: before the table
     group = Group.join(device)
     try:
         table = dict(model_name=args.model, decoders=decoders, prompts=prompts, gen_length=gen,
@@ -270,6 +317,45 @@ def run_exactness(args) -> int:
         return 0 if exactness.all_exact(rows) else 1
     finally:
         group.leave()
+
+
+def exactness_size(args) -> tuple[int, int]:
+    """(prompts, gen length): --quick's, or the flags' (EXACTNESS_SIZE where not given); an explicit size
+    beside --quick, which would replace it, is an error, as is a gen length that blocks do not tile."""
+    given = [flag for flag, value in (("--prompts", args.prompts), ("--gen-length", args.gen_length))
+             if value is not None]
+    if args.quick and given:
+        raise UsageError(f"--quick sets the size ({exactness.QUICK_SIZE[0]} prompts, gen length "
+                         f"{exactness.QUICK_SIZE[1]}); drop {' and '.join(given)} or --quick")
+    if args.quick:
+        prompts, gen = exactness.QUICK_SIZE
+    else:
+        prompts = EXACTNESS_SIZE[0] if args.prompts is None else args.prompts
+        gen = EXACTNESS_SIZE[1] if args.gen_length is None else args.gen_length
+    if gen % args.block_length:
+        flag = "--quick's gen length" if args.quick else "--gen-length"
+        raise UsageError(f"{flag} {gen} must be a multiple of --block-length {args.block_length}")
+    return prompts, gen
+
+
+def check_context(args, prompts: int, gen: int, dtype) -> None:
+    """Each model of the table (loaded on the meta device: no weights read) takes its longest prompt plus
+    ``gen`` tokens within its context, else a usage error naming the largest --gen-length that fits."""
+    for name in table_models(args.model):
+        model = load_model_arg(name, "meta", dtype)
+        if name != "hmm" and model.tokenizer is None:
+            raise UsageError(f"--model {name}: the folder has no tokenizer, so the table's text prompts cannot be "
+                             "encoded")
+        longest = prompts_for(name, model, prompts, args.seed)[0].shape[1]
+        if longest + gen <= model.max_length:
+            continue
+        flag = "--quick's gen length" if args.quick else "--gen-length"
+        room = (model.max_length - longest) // args.block_length * args.block_length
+        fits = f"--gen-length must lie in [{args.block_length}, {room}] (multiples of --block-length " \
+               f"{args.block_length})" if room >= args.block_length else \
+               f"no block of {args.block_length} fits: lower --block-length or --prompts"
+        raise UsageError(f"{flag} {gen}: the longest of the {prompts} prompts ({longest} tokens) + {gen} exceeds "
+                         f"the context of model {name!r} ({model.max_length} tokens); {fits}")
 
 
 def run_verify_check(item, context: VerifyContext) -> dict:
@@ -304,10 +390,20 @@ def run_bounds_command(args) -> int:
 
     from .checks.bounds import OFF_AS_PUBLISHED
 
+    if args.temperature is not None and not args.decoders:
+        raise UsageError("--temperature applies to --decoders only (the theorem table samples no decoder); drop it "
+                         "or add --decoders")
     check_output_file(args.json, "--json")
     if args.decoders:
         return run_decoder_laws(args)
-    report = run_bounds(cases=args.cases or 100_000, seed=args.seed, progress=not args.quiet)
+    cases = args.cases or 100_000
+    if cases >= BOUNDS_PROBE_FROM:
+        from veridec.proofs_checks.table import seconds_per_joint
+
+        per_joint = seconds_per_joint(args.seed)
+        announce_duration(f"bounds --cases {cases}", per_joint * cases,
+                          f"{per_joint * 1e6:.2g} us per joint, measured on a sample of each shape", args)
+    report = run_bounds(cases=cases, seed=args.seed, progress=not args.quiet)
     print(to_markdown(report))
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=2))
@@ -322,11 +418,38 @@ def run_decoder_laws(args) -> int:
     TD2's bound is violated."""
     from veridec.proofs_checks.laws import decoder_table, table_markdown
 
-    rows = decoder_table(cases=args.cases or 20, seed=args.seed, temperature=args.temperature, progress=not args.quiet)
-    print(table_markdown(rows, args.temperature), end="")
+    cases, temperature = args.cases or 20, 1.0 if args.temperature is None else args.temperature
+
+    def first_case(seconds: float) -> None:
+        announce_duration(f"bounds --decoders --cases {cases}", seconds * cases,
+                          f"{seconds:.2g} s per oracle, measured on the first", args)
+
+    rows = decoder_table(cases=cases, seed=args.seed, temperature=temperature, progress=not args.quiet,
+                         on_first_case=first_case)
+    print(table_markdown(rows, temperature), end="")
     if args.json:
-        write_text_atomic(args.json, json.dumps({"temperature": args.temperature, "rows": rows}, indent=2))
+        write_text_atomic(args.json, json.dumps({"temperature": temperature, "rows": rows}, indent=2))
     return 0 if all(r["mass_error"] < 1e-9 and not r["violations"] for r in rows) else 1
+
+
+def announce_duration(what: str, seconds: float, basis: str, args) -> None:
+    """Say on stderr how long a run will take (not with --quiet); past LONG_RUN_S without --yes, refuse it
+    instead (a usage error: nothing more is computed)."""
+    estimate = f"{what}: about {duration(seconds)} ({basis})"
+    if seconds > LONG_RUN_S and not args.yes:
+        raise UsageError(f"{estimate}, over {LONG_RUN_S // 3600} hour: pass --yes to run it, or lower --cases")
+    if not args.quiet:
+        print(f"veridec: {estimate}", file=sys.stderr)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
 
 # ------------------------------------------------------------------------------------------- experiment

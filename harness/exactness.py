@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
 from tqdm import tqdm
@@ -279,7 +281,32 @@ def records_for(out, model_name: str, prompts: int, gen_length: int, block_lengt
     with the same settings resumes there; ``fresh`` (done by rank 0) starts over."""
     return open_records(out, "exactness", {"table": "exactness", "dtype": str(dtype).removeprefix("torch."),
                                            **table_meta(model_name, prompts, gen_length, block_length, seed)},
-                        fresh, group)
+                        fresh, group, row_problem)
+
+
+def row_problem(result: dict) -> str | None:
+    """What keeps a recorded result from being a ``Row`` (None: nothing): only its fields, the required ones
+    present, each of its type (str, int not bool, float a finite number; an optional one may be null)."""
+    known = {f.name: f for f in fields(Row)}
+    unknown = sorted(set(result) - set(known))
+    missing = [name for name, f in known.items() if f.default is MISSING and name not in result]
+    if unknown or missing:
+        return "is not a table row: " + ", ".join([f"unknown field(s) {unknown}"] * bool(unknown)
+                                                  + [f"missing field(s) {missing}"] * bool(missing))
+    wrong = [f"{name} {json.dumps(value)[:40]}" for name, value in result.items()
+             if not _typed(value, known[name].type)]
+    return f"has field(s) of the wrong type: {', '.join(wrong)}" if wrong else None
+
+
+def _typed(value, annotation: str) -> bool:
+    """``value`` fits a Row field's annotation ("str", "int", "float", "float | None")."""
+    kind, _, optional = annotation.partition(" | ")
+    if value is None:
+        return optional == "None"
+    if kind == "str":
+        return isinstance(value, str)
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return numeric and (isinstance(value, int) if kind == "int" else math.isfinite(value))
 
 
 def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int, seed: int) -> dict:
@@ -287,16 +314,24 @@ def table_meta(model_name: str, prompts: int, gen_length: int, block_length: int
             "block_length": block_length, "seed": seed}
 
 
+def not_exact(rows: list[Row]) -> list[str]:
+    """The tier E rows that are not exact, as model/decoder/variant."""
+    return [f"{r.model}/{r.decoder}/{r.variant}" for r in rows if r.tier == "E" and not r.exact]
+
+
 def all_exact(rows: list[Row]) -> bool:
-    return all(r.exact for r in rows if r.tier == "E")
+    """Every tier E row exact; if not, one line on stderr names the rows that are not (the exit code 1's why)."""
+    failed = not_exact(rows)
+    if failed:
+        print(f"veridec: exactness: tier E row(s) not exact: {', '.join(failed)}", file=sys.stderr)
+    return not failed
 
 
 def exactness_result(rows: list[Row]) -> VerifyResult:
     """The table as one ``veridec verify`` row: every tier E row must be exact."""
-    exact = [r for r in rows if r.tier == "E"]
-    failed = [f"{r.model}/{r.decoder}/{r.variant}" for r in exact if not r.exact]
-    return VerifyResult("exactness/tier-E-rows", len(exact), not failed, None, "",
-                       "not exact: " + ", ".join(failed) if failed else "")
+    failed = not_exact(rows)
+    return VerifyResult("exactness/tier-E-rows", sum(r.tier == "E" for r in rows), not failed, None, "",
+                        "not exact: " + ", ".join(failed) if failed else "")
 
 
 def write_table(rows: list[Row], out, meta: dict) -> None:

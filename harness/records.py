@@ -4,12 +4,15 @@ A table is derived from its records, so a run killed at any moment loses at most
 with the same file skips the finished units. Each line holds the unit's key (which names the model's weights by
 their digest), the run's settings (and their hash), the unit's result, the veridec version that computed it and
 a digest of the line's own content. A truncated last line (the kill came mid-write: the start of a record
-without its newline) is dropped and redone; a line from other settings or another version, a line whose
-content no longer matches its digest (edited by hand), any other unreadable line, and a records path that is a
-link, a file with more than one hard link (another name may lie outside the output folder) or not a regular
-file are clear errors naming the file and line: records from different runs are never mixed, and a table never
-holds a line the run cannot vouch for. The digest catches edits and corruption, not forgery (it is no
-signature).
+without its newline) is dropped and redone. Every other line is checked field by field: a line whose content no
+longer matches its digest (edited by hand), from another version, whose settings (not only their hash) are not
+this run's, whose key is not a string or whose result is not an object, that fails the run's own check of a
+result (``check_result``: with it, a key must also be a unit key, a JSON object), any other unreadable line, and
+a records path that is a link, a file with more than one hard link (another name may lie outside the output
+folder) or not a regular file are clear errors naming the file and line: records from different runs are never
+mixed, and a table never holds a line the run cannot vouch for. The digest catches edits and corruption, not
+forgery (it is no signature): a forged line is held to the same checks, so it cannot crash a run or slip in a
+result of the wrong shape.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -49,10 +53,14 @@ class Records:
     """The records of a run with ``settings`` at ``path`` (``name.jsonl``): ``get(key)`` a finished unit's
     result or None, ``add(key, result)`` appends one durably. Process ``rank`` > 0 of a distributed run writes
     ``name.rank{rank}.jsonl`` beside it; every process reads all of them, and ``merge`` (rank 0, after the
-    others finished) folds them into the main file."""
+    others finished) folds them into the main file. ``check_result(result)``: what is wrong with a recorded
+    result (None: nothing); a line it faults is refused, and so is a key that is no unit key (``key``: a JSON
+    object)."""
 
-    def __init__(self, path: Path, settings: dict, rank: int = 0):
+    def __init__(self, path: Path, settings: dict, rank: int = 0,
+                 check_result: Callable[[dict], str | None] | None = None):
         self.main, self.settings, self.hash = Path(path), settings, settings_hash(settings)
+        self.check_result = check_result
         self.path = self.main if rank == 0 else self.main.with_name(f"{self.main.stem}.rank{rank}.jsonl")
         self.done: dict[str, dict] = {}
         self._read_all()
@@ -130,10 +138,39 @@ class Records:
         if record.get("veridec") != __version__:
             raise RecordsError(f"{path}: line {number} was written by veridec {record.get('veridec')}, this is "
                                f"{__version__}; pass --fresh to recompute")
-        if recorded_hash != self.hash:
-            raise RecordsError(f"{path}: its records come from other settings ({record.get('settings')}), "
+        if recorded_hash != self.hash or settings_hash(record.get("settings")) != self.hash:
+            raise RecordsError(f"{path}: line {number} comes from other settings ({record.get('settings')}), "
                                f"not this run's ({self.settings}); give another --out or pass --fresh")
+        problem = self._problem(key, result)
+        if problem:
+            raise RecordsError(f"{path}: line {number}: {problem}; pass --fresh to recompute")
         return key, result
+
+    def _problem(self, key, result) -> str | None:
+        """What is wrong with a record's key or result (None: nothing)."""
+        if not isinstance(key, str):
+            return f"its key is {type(key).__name__} {_short(key)}, not a string"
+        if not isinstance(result, dict):
+            return f"its result is {type(result).__name__} {_short(result)}, not an object"
+        if self.check_result is None:
+            return None
+        if not isinstance(_json_or_none(key), dict):
+            return f"its key {_short(key)} is not a JSON object naming a unit"
+        problem = self.check_result(result)
+        return f"its result {problem}" if problem else None
+
+
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _short(value, limit: int = 60) -> str:
+    """``value`` as JSON, cut to ``limit`` characters (an error message stays one short line)."""
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def record_digest(record: dict) -> str:

@@ -26,15 +26,17 @@ class Unit:
     compute: Callable[[], dict]  # its result (JSON-able)
 
 
-def open_records(out: Path, name: str, settings: dict, fresh: bool = False, group: Group = Group()) -> Records:
+def open_records(out: Path, name: str, settings: dict, fresh: bool = False, group: Group = Group(),
+                 check_result: Callable[[dict], str | None] | None = None) -> Records:
     """The run's records in ``out``/``name``.records.jsonl (rank r > 0 writes .rank{r}.jsonl beside it): a rerun
-    with the same settings resumes there; ``fresh`` (done by rank 0, the others wait) starts over."""
+    with the same settings resumes there; ``fresh`` (done by rank 0, the others wait) starts over.
+    ``check_result``: the run's check of each recorded result (``Records``)."""
     path = Path(out) / f"{name}.records.jsonl"
     if fresh and group.rank == 0:
         for old in [path, *path.parent.glob(f"{path.stem}.rank*.jsonl")]:
             old.unlink(missing_ok=True)
     group.barrier()
-    return Records(path, settings, group.rank)
+    return Records(path, settings, group.rank, check_result)
 
 
 def announce_resume(records: Records | None, quiet: bool, group: Group = Group()) -> None:

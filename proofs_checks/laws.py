@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
+from time import perf_counter
 
 import torch
 
@@ -234,53 +235,79 @@ ROUNDING = 1e-12  # float64 sums over at most a few thousand terms
 
 
 def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symbols: int = 3,
-                  gen_length: int = 4, progress: bool = False) -> list[dict]:
+                  gen_length: int = 4, progress: bool = False, on_first_case=None) -> list[dict]:
     """TD1's table: for each preset and oracle family (random enumerated joints over V^(1 + G), random 4-state
     HMMs), the exact TV and KL(joint || decoder) between the decode's law and the oracle's joint over ``cases``
     oracles, one prompt symbol each. Confidence remasking at ``temperature``: no bound is stated (TD1). Random
     remasking at T = 1 (TD2): the bound, its violations (TV above it by more than ROUNDING) and the tightest
-    slack. ``progress``: a bar on stderr (one step per decoder and family) with the time left."""
+    slack. Oracles are taken one at a time (oracle i of each family, every decoder), the rows kept as running
+    sums, so memory does not grow with ``cases``. ``on_first_case(seconds)``: called with the time the first
+    oracle took (both families, every decoder) when more follow, before any progress is shown; it may raise to
+    stop a run that would take too long. ``progress``: a bar on stderr (one step per oracle) with the time
+    left."""
     from tqdm import tqdm
 
     from ..oracles import EnumeratedJoint, HMMOracle
     from ..rules.presets import PRESETS
 
+    if not isinstance(cases, int) or isinstance(cases, bool) or cases < 1:
+        raise ValueError(f"cases must be an integer >= 1, got {cases!r}")
     families = {"enumerated": lambda i: EnumeratedJoint.random(symbols, gen_length + 1, seed=seed + i,
                                                                concentration=0.3),
                 "hmm": lambda i: HMMOracle.random(4, symbols, seed=seed + i)}
-    rows = []
-    bar = tqdm(total=len(families) * (len(TABLE_DECODERS) + len(RANDOM_ORDER)), desc=f"laws of {cases} oracles",
-               unit="decoder", disable=not progress)
-    for family, make in families.items():
-        oracles = [make(i) for i in range(cases)]
-        prompts = [[i % symbols] for i in range(cases)]
-        joints = [joint_law(o, prompt, gen_length) for o, prompt in zip(oracles, prompts)]
-        for name in TABLE_DECODERS:
-            laws = [decoder_law(o, PRESETS[name], prompt, gen_length, temperature)
-                    for o, prompt in zip(oracles, prompts)]
-            rows.append(_row(name, "confidence", family, laws, joints, None))
+    rows = {(family, name, remasking): _Row(name, remasking, family) for family in families
+            for names, remasking in ((TABLE_DECODERS, "confidence"), (RANDOM_ORDER, "random (T = 1)"))
+            for name in names}
+
+    def one_oracle(i: int) -> None:
+        prompt = [i % symbols]
+        for family, make in families.items():
+            oracle = make(i)
+            joint = joint_law(oracle, prompt, gen_length)
+            for name in TABLE_DECODERS:
+                law = decoder_law(oracle, PRESETS[name], prompt, gen_length, temperature)
+                rows[family, name, "confidence"].add(law, joint, None)
+            for name in RANDOM_ORDER:
+                law, bound = random_order_law(oracle, PRESETS[name], prompt, gen_length)
+                rows[family, name, "random (T = 1)"].add(law, joint, bound)
+
+    start = perf_counter()
+    one_oracle(0)
+    if on_first_case is not None and cases > 1:
+        on_first_case(perf_counter() - start)
+    with tqdm(total=cases, initial=1, desc=f"laws of {cases} oracles", unit="oracle", disable=not progress) as bar:
+        for i in range(1, cases):
+            one_oracle(i)
             bar.update()
-        for name in RANDOM_ORDER:
-            pairs = [random_order_law(o, PRESETS[name], prompt, gen_length) for o, prompt in zip(oracles, prompts)]
-            rows.append(_row(name, "random (T = 1)", family, [law for law, _ in pairs], joints,
-                             [bound for _, bound in pairs]))
-            bar.update()
-    bar.close()
-    return rows
+    return [row.summary() for row in rows.values()]
 
 
-def _row(name: str, remasking: str, family: str, laws: list, joints: list, bounds: list | None) -> dict:
-    tvs = [total_variation(law, joint) for law, joint in zip(laws, joints)]
-    row = {"decoder": name, "remasking": remasking, "oracle": family, "cases": len(laws), "max_tv": max(tvs),
-           "mean_tv": sum(tvs) / len(tvs),
-           "max_kl_joint_to_decoder": max(kl_divergence(joint, law) for law, joint in zip(laws, joints)),
-           "mass_error": max(abs(sum(law.values()) - 1) for law in laws),
-           "max_bound": None, "violations": None, "tightest_slack": None}
-    if bounds is not None:
-        slacks = [bound - tv for bound, tv in zip(bounds, tvs)]
-        row.update(max_bound=max(bounds), violations=sum(slack < -ROUNDING for slack in slacks),
-                   tightest_slack=min(slacks))
-    return row
+class _Row:
+    """One row of TD1's table as running sums over the oracles (the same numbers as lists reduced at the end:
+    maxima, minima, counts, and the TV sum taken in oracle order)."""
+
+    def __init__(self, name: str, remasking: str, family: str):
+        self.name, self.remasking, self.family = name, remasking, family
+        self.cases, self.max_tv, self.sum_tv, self.max_kl, self.mass_error = 0, -math.inf, 0.0, -math.inf, -math.inf
+        self.max_bound, self.violations, self.tightest_slack = None, None, None
+
+    def add(self, law: dict, joint: dict, bound: float | None) -> None:
+        tv = total_variation(law, joint)
+        self.cases += 1
+        self.max_tv, self.sum_tv = max(self.max_tv, tv), self.sum_tv + tv
+        self.max_kl = max(self.max_kl, kl_divergence(joint, law))
+        self.mass_error = max(self.mass_error, abs(sum(law.values()) - 1))
+        if bound is not None:
+            slack = bound - tv
+            self.max_bound = bound if self.max_bound is None else max(self.max_bound, bound)
+            self.violations = (self.violations or 0) + (slack < -ROUNDING)
+            self.tightest_slack = slack if self.tightest_slack is None else min(self.tightest_slack, slack)
+
+    def summary(self) -> dict:
+        return {"decoder": self.name, "remasking": self.remasking, "oracle": self.family, "cases": self.cases,
+                "max_tv": self.max_tv, "mean_tv": self.sum_tv / self.cases, "max_kl_joint_to_decoder": self.max_kl,
+                "mass_error": self.mass_error, "max_bound": self.max_bound, "violations": self.violations,
+                "tightest_slack": self.tightest_slack}
 
 
 def table_markdown(rows: list[dict], temperature: float) -> str:

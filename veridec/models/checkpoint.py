@@ -8,6 +8,7 @@ names the file and the tensor.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -164,6 +165,8 @@ def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path, vocab
         if token == mask_id:
             raise ValueError(f"{source}: {name} {token} equals the mask token id: a committed token would read as "
                              "still masked")
+    _agree_with_tokenizer(tokenizer, folder, (("eos_token_id", eos_id, "EOS", "eos_token"),
+                                              ("pad_token_id", pad_id, "pad", "pad_token")))
     eot_id = None
     if tokenizer is not None and layout.eot_token in tokenizer.get_vocab():
         eot_id = tokenizer.convert_tokens_to_ids(layout.eot_token)
@@ -171,6 +174,21 @@ def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path, vocab
         raise ValueError(f"{folder / 'tokenizer.json'}: the end-of-turn token id {eot_id} lies outside the "
                          f"vocabulary [0, {vocab_size})")
     return SpecialTokens(mask_id=mask_id, eos_id=eos_id, eot_id=eot_id, pad_id=pad_id)
+
+
+def _agree_with_tokenizer(tokenizer, folder: Path, roles) -> None:
+    """Each id config.json names (EOS, pad) should be the tokenizer's token for that role, when it has one;
+    where not, a warning says which one decoding uses (config.json's). Not an error: official releases ship
+    such pairs (a chat tokenizer's end-of-turn as its EOS beside the config's end-of-text)."""
+    if tokenizer is None:
+        return
+    for key, configured, role, attribute in roles:
+        token = getattr(tokenizer, attribute)
+        own = None if token is None else getattr(tokenizer, f"{attribute}_id")
+        if configured is not None and own is not None and own != configured:
+            warnings.warn(f"{folder / 'config.json'}: {key} {configured} differs from the tokenizer's {role} token "
+                          f"{token!r} (id {own}, {folder / 'tokenizer_config.json'}); decoding uses config.json's "
+                          f"{configured} (a tokenizer from another model?)", stacklevel=2)
 
 
 def _tensor_files(folder: Path) -> dict[str, Path]:
