@@ -146,3 +146,17 @@ def wino_llada(tmp_path_factory):
     folder = Path(__file__).parent / "golden"
     golden = json.loads((folder / "wino.json").read_text())
     return load_checkpoints(golden, folder, tmp_path_factory.mktemp("wino"))["llada"]
+
+
+@pytest.fixture()
+def cli(capsys):
+    """The ``veridec`` command in this process: cli(*argv) -> (exit code, stdout, stderr); no exception may
+    escape."""
+    from veridec.harness.cli import main
+
+    def run(*argv):
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -12,19 +12,6 @@ from pathlib import Path
 import pytest
 
 from veridec.harness import cli as cli_module
-from veridec.harness.cli import main
-
-
-@pytest.fixture()
-def cli(capsys):
-    """main(argv) -> (exit code, stdout, stderr); no exception may escape."""
-
-    def run(*argv):
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def refused(result, message: str) -> None:

@@ -31,7 +31,6 @@ from veridec.rules.drafts import DraftTree
 from veridec.rules.llada import LLaDAParams
 from veridec.rules.parallel import DAPD, KLASS, EntropyBounded, Factor, LocalLeap, Quota, Threshold, TopK
 from veridec.rules.presets import PRESETS
-from veridec.harness.cli import main
 
 NAN, INF = math.nan, math.inf
 
@@ -334,18 +333,6 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(UnicodeEncodeError):
         write_text_atomic(target, "half \ud800 written")  # fails while writing
     assert target.read_text() == "complete" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
-
-
-@pytest.fixture()
-def cli(capsys):
-    """main(argv) -> (exit code, stdout, stderr); no exception may escape."""
-
-    def run(*argv):
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def test_output_paths_are_checked_before_any_computation(cli, tiny_folders, tmp_path):
