@@ -29,6 +29,7 @@ from .distributed import Group, world_size  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, number, seed)
+from .compiled_rows import BACKENDS  # noqa: E402
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
@@ -164,6 +165,9 @@ def _exactness_parser(commands) -> None:
                      help=f"tokens to generate (default {EXACTNESS_SIZE[1]}; prompt + gen length within the model's "
                           "context)")
     exa.add_argument("--block-length", type=integer(1), default=BLOCK)
+    exa.add_argument("--compile", choices=tuple(BACKENDS), default=None,
+                     help="also decode each optimized variant with its forwards under torch.compile with this backend "
+                          "and hold it to eager (aot_eager: tier E, equal; inductor: tier A, the difference shown)")
     exa.add_argument("--seed", type=seed, default=0)
     exa.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                      help="the model's dtype for the table; tolerances from a rerun one precision up (bfloat16: "
@@ -307,7 +311,7 @@ def run_exactness(args) -> int:
     try:
         table = dict(model_name=args.model, decoders=decoders, prompts=prompts, gen_length=gen,
                      block_length=args.block_length, seed=args.seed, device=group.device(device), quiet=args.quiet,
-                     dtype=dtype)
+                     dtype=dtype, compile=args.compile)
         rows = shared_table(args, group, table)
         if group.rank > 0:
             return 0
@@ -367,8 +371,8 @@ def shared_table(args, group: Group, table: dict, models: dict | None = None) ->
     then rank 0 merges the records and returns the whole table (the other ranks: their own rows). ``models``:
     name -> (model, weights sha256) already loaded and hashed."""
     records = exactness.records_for(args.out, table["model_name"], table["prompts"], table["gen_length"],
-                                    table["block_length"], table["seed"], args.fresh, group, table["dtype"]) \
-        if args.out else None
+                                    table["block_length"], table["seed"], args.fresh, group, table["dtype"],
+                                    table.get("compile")) if args.out else None
     announce_resume(records, args.quiet, group)
     models = {} if models is None else models  # loaded and hashed once, reused by rank 0's merge pass
     try:

@@ -32,6 +32,7 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 from .checks.registry import VerifyResult
+from .compiled_rows import COMPILED, compiled_row
 from .distributed import Group
 from .records import Records, weights_sha256
 from .units import open_records
@@ -94,12 +95,13 @@ def replay_logit_error(model, prompt, mask, decoded, gen_length: int, attention:
 
 def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: int = 64, block_length: int = BLOCK,
                     seed: int = 0, model=None, progress=None, records: Records | None = None,
-                    mine=lambda unit: True, weights: str | None = None) -> list[Row]:
+                    mine=lambda unit: True, weights: str | None = None, compile: str | None = None) -> list[Row]:
     """Rows for ``decoders`` (preset names) on a model (loaded by name unless given); ``model_name`` "hmm"
     adds the true HMM's NLL. The sequential reference is timed after one warm-up decode. With ``records``, each
     row is a unit: rows found there are taken as they are, each new one is recorded as it is finished.
     ``mine(unit)`` (a decoder's name, or a speculative row's variant) says which rows this process computes
-    (torchrun: its share); the others are left out. ``weights``: the model's ``weights_sha256`` when known."""
+    (torchrun: its share); the others are left out. ``weights``: the model's ``weights_sha256`` when known.
+    ``compile``: a torch.compile backend; each decoder also gets its ``compiled_rows.COMPILED`` rows."""
     model = load_model(model_name, dtype=torch.float32) if model is None else model
     if model.dtype not in HIGHER:
         raise ValueError(f"the exactness table runs in float32, bfloat16 or float16, not {model.dtype}")
@@ -119,6 +121,16 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                     run_variant(model, "reference", PRESETS[name], prompt, mask, gen_length, block_length)[0]
                 done = asdict(make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds,
                                        timing.sequential_seconds, gen_length))
+                if records:
+                    records.add(unit(name, variant), done)
+            rows.append(Row(**done))
+            if progress:
+                progress()
+        for variant in COMPILED if compile else ():
+            done = records.get(unit(name, variant)) if records else None
+            if done is None:
+                done = compiled_row(model_name, name, variant, compile, model, prompt, mask, gen_length,
+                                    block_length, timing.sequential_seconds)
                 if records:
                     records.add(unit(name, variant), done)
             rows.append(Row(**done))
@@ -249,16 +261,19 @@ def packing_tolerance(model, single, gen_length: int) -> float:
 
 def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_length: int = BLOCK, seed: int = 0,
                 device="cpu", loaded=None, quiet: bool = False, records: Records | None = None,
-                group: Group = Group(), dtype: torch.dtype = torch.float32, models: dict | None = None) -> list[Row]:
+                group: Group = Group(), dtype: torch.dtype = torch.float32, models: dict | None = None,
+                compile: str | None = None) -> list[Row]:
     """Rows for every model ``table_models(model_name)`` names (``loaded``: the first model, already loaded),
     with a progress bar; ``records`` makes every row a unit that survives a kill (``records_for``). In a
     ``group`` of several processes each computes its share (a decoder's four rows, or one speculative row, in
     turn) and returns those rows only. ``models`` (name -> (model, weights sha256)) keeps what was loaded and
-    hashed for a second call (rank 0's merge pass: no reload, no second hash of an 8B checkpoint)."""
+    hashed for a second call (rank 0's merge pass: no reload, no second hash of an 8B checkpoint). ``compile``: a
+    torch.compile backend, each decoder's compiled rows added (``compiled_rows``)."""
     names, rows = table_models(model_name), []
     units = [(name, unit) for name in names for unit in [*decoders, *map(speculative_variant, SPECULATIVE)]]
     owned = {u for i, u in enumerate(units) if group.mine(i)}
-    total = sum(len(EVENT_DECODERS[unit]) if unit in EVENT_DECODERS else len(VARIANTS) if unit in decoders else 1
+    per_decoder = len(VARIANTS) + (len(COMPILED) if compile else 0)
+    total = sum(len(EVENT_DECODERS[unit]) if unit in EVENT_DECODERS else per_decoder if unit in decoders else 1
                 for _, unit in owned)
     desc = "exactness" + (f" rank {group.rank}" if group.world > 1 else "")
     with tqdm(total=total, disable=quiet, desc=desc, leave=False, position=group.rank) as bar:
@@ -271,17 +286,21 @@ def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_
             model, weights = models[name]
             rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
                                     progress=lambda: bar.update(1), records=records,
-                                    mine=lambda unit, name=name: (name, unit) in owned, weights=weights)
+                                    mine=lambda unit, name=name: (name, unit) in owned, weights=weights,
+                                    compile=compile)
     return rows
 
 
 def records_for(out, model_name: str, prompts: int, gen_length: int, block_length: int, seed: int,
-                fresh: bool = False, group: Group = Group(), dtype: torch.dtype = torch.float32) -> Records:
+                fresh: bool = False, group: Group = Group(), dtype: torch.dtype = torch.float32,
+                compile: str | None = None) -> Records:
     """The table's records in ``out``/exactness.records.jsonl (rank r > 0: .rank{r}.jsonl beside it): a rerun
-    with the same settings resumes there; ``fresh`` (done by rank 0) starts over."""
-    return open_records(out, "exactness", {"table": "exactness", "dtype": str(dtype).removeprefix("torch."),
-                                           **table_meta(model_name, prompts, gen_length, block_length, seed)},
-                        fresh, group, row_problem)
+    with the same settings (``compile`` among them when given) resumes there; ``fresh`` (done by rank 0) starts
+    over."""
+    settings = {"table": "exactness", "dtype": str(dtype).removeprefix("torch."),
+                **table_meta(model_name, prompts, gen_length, block_length, seed)}
+    return open_records(out, "exactness", {**settings, "compile": compile} if compile else settings, fresh, group,
+                        row_problem)
 
 
 def row_problem(result: dict) -> str | None:

@@ -72,14 +72,17 @@ def single_prompts(prompt: torch.Tensor, mask: torch.Tensor) -> list[torch.Tenso
 
 
 # ------------------------------------------------------------------------------------------- decoding
-def run_variant(model, variant: str, rule, prompt, mask, gen_length: int, block_length: int = BLOCK):
-    """One decode of ``rule``: "reference", "optimized" (no cache), "prefix" or "dual" -> (Decoded, seconds)."""
+def run_variant(model, variant: str, rule, prompt, mask, gen_length: int, block_length: int = BLOCK,
+                compile: str | None = None):
+    """One decode of ``rule``: "reference", "optimized" (no cache), "prefix" or "dual" -> (Decoded, seconds);
+    ``compile``: a torch.compile backend for the optimized variants' forwards (``veridec.optimized.compiled``)."""
     kw = dict(rule=rule, gen_length=gen_length, block_length=block_length, record_logits=True)
     start = time.perf_counter()
     if variant == "reference":
         out = reference_decode(model, prompt, mask, **kw)
     else:
-        out = optimized_decode(model, prompt, mask, cache="none" if variant == "optimized" else variant, **kw)
+        out = optimized_decode(model, prompt, mask, cache="none" if variant == "optimized" else variant,
+                               compile={"backend": compile} if compile else False, **kw)
     return out, time.perf_counter() - start
 
 

@@ -53,3 +53,38 @@ def test_compile_options():
     assert compile_options(AOT_EAGER) == AOT_EAGER and compile_options(False) is None
     with pytest.raises(ValueError, match="compile must be True, False or a dict"):
         compile_options("yes")
+
+
+def test_the_exactness_table_holds_compiled_rows_to_eager(monkeypatch):
+    """exactness --compile aot_eager: each optimized variant compiled is tier E and equal to its eager decode;
+    a compiled decode whose recorded logits moved by 1e-6 (negative control) is not exact."""
+    from veridec.harness import compiled_rows
+    from veridec.harness.exactness import table_for_model
+
+    table = table_for_model("hmm", ["fastdllm"], 1, 32, compile="aot_eager", mine=lambda unit: unit == "fastdllm")
+    rows = [r for r in table if "compiled" in r.variant]  # the eager rows are the table's own tests
+    assert [(r.variant, r.tier, r.exact) for r in rows] == [
+        ("optimized+compiled", "E", True), ("prefix+compiled", "E", True), ("dual+compiled", "E", True)]
+
+    run_variant = compiled_rows.run_variant
+
+    def nudged(*args, compile=None, **kwargs):
+        out, seconds = run_variant(*args, compile=compile, **kwargs)
+        if compile:
+            for step in out.trace.steps:
+                step.logits = [[[value + 1e-6 for value in row] for row in rows] for rows in step.logits]
+        return out, seconds
+
+    monkeypatch.setattr(compiled_rows, "run_variant", nudged)
+    row = compiled_rows.compiled_row("hmm", "fastdllm", "dual+compiled", "aot_eager", *_hmm_table_inputs())
+    assert row["max_logit_error"] > 0 and row["commit_order_match"] == 1
+
+
+def _hmm_table_inputs():
+    """The shipped HMM model, one table prompt, gen 32, block 32, a sequential time of 1 s."""
+    from veridec.harness.workloads import prompts_for
+    from veridec.models.shipped import load_model
+
+    model = load_model("hmm", dtype=torch.float32)
+    prompt, mask = prompts_for("hmm", model, 1, 0)
+    return model, prompt, mask, 32, 32, 1.0
