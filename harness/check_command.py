@@ -5,6 +5,8 @@ with the failing case and its reproducer, 2 on a bad argument (one line)."""
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 
 from veridec.adapters import CONVENTIONS
@@ -86,6 +88,7 @@ def run_check_command(args) -> int:
     model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
     watcher = child_status().watch  # the supervisor hears when the candidate's code runs
     WATCHERS.append(watcher)
+    hook, threading.excepthook = threading.excepthook, _thread_failed
     try:
         with exits_refused():  # from before the candidate's import to the verdict written (spec EC8)
             with saved_streams():
@@ -96,6 +99,16 @@ def run_check_command(args) -> int:
             return _write_verdict(args, tier, baseline, result)
     finally:
         WATCHERS.remove(watcher)
+        threading.excepthook = hook
+
+
+def _thread_failed(failure) -> None:
+    """An exception in a thread the candidate started (one that calls the model past the call limit): one line,
+    not a traceback; the verdict comes from the candidate's own call."""
+    if failure.exc_type is not SystemExit:
+        name = getattr(failure.thread, "name", "?")
+        print(f"veridec: note: thread {name!r} (started by the candidate) raised {failure.exc_type.__name__}: "
+              f"{failure.exc_value}", file=sys.stderr)
 
 
 def _write_verdict(args, tier, baseline: dict | None, result) -> int:

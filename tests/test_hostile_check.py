@@ -264,6 +264,20 @@ def _alive(pid: int) -> bool:
     return not open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z")  # a zombie has ended
 
 
+def test_a_thread_the_candidate_started_fails_in_one_line(tmp_path, capsys):
+    """Not a traceback from the candidate's thread (once veridec's own CallLimitExceeded, printed raw)."""
+    file = tmp_path / "threads.py"
+    file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
+                                        "def generate(model, prompt, gen_length=2, mask_id=0):\n"
+                                        "    import threading\n    thread = threading.Thread(target=int, args=('x',),"
+                                        " name='spam')\n    thread.start()\n    thread.join()\n"))
+    code = main(["check", f"{file}:generate", "--against", "llada", "--model", "tiny-llada", "--quiet", "--case",
+                 json.dumps(ONE)])
+    err = capsys.readouterr().err
+    assert code == 0 and err == ("veridec: note: thread 'spam' (started by the candidate) raised ValueError: invalid "
+                                 "literal for int() with base 10: 'x'\n"), err
+
+
 def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp_path):
     file = tmp_path / "closes.py"
     file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
