@@ -326,3 +326,24 @@ def test_negative_control_stop():
     stopped = _committed_run(reference_generate, model, stop)
     assert stopped == _committed_run(decode, model, stop)
     assert stopped != full and stopped[0][6:] == [mask_id] * 6
+
+
+def test_the_verify_check_passes_and_catches_a_row_that_differs(monkeypatch):
+    """`veridec verify`'s block-diffusion/cached-batch-equals-reference on both model sizes; its negative control:
+    a cached decoder whose third row starts its generation one token off fails it, naming the rows."""
+    from veridec.harness.checks import block_diffusion
+    from veridec.harness.checks.registry import VerifyContext
+
+    context = VerifyContext(model=_model(SEEDS[0]), higher=None)
+    cases, passed, _, _, detail = block_diffusion.cached_batch_equals_reference(context)
+    assert (cases, passed) == (16, True), detail
+
+    def one_off(*args, **kwargs):
+        decoded = cached_generate(*args, **kwargs)
+        decoded.canvas[2, 9] = (decoded.canvas[2, 9] + 1) % 90  # row 2's first generated token (3 pads, 6 prompt)
+        return decoded
+
+    monkeypatch.setattr(block_diffusion, "cached_generate", one_off)
+    cases, passed, _, _, detail = block_diffusion.cached_batch_equals_reference(context)
+    assert not passed and detail == ("rows differ: tiny/greedy/row 2, tiny/sampled/row 2, wider/greedy/row 2, "
+                                     "wider/sampled/row 2")

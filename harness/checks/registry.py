@@ -14,7 +14,8 @@ from typing import Callable
 
 import torch
 
-CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.reference", "veridec.harness.checks.bounds")
+CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.reference", "veridec.harness.checks.bounds",
+                 "veridec.harness.checks.block_diffusion")
 
 
 @dataclass
