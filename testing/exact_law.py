@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 from hypothesis import strategies as st
+from tqdm.auto import tqdm
 
 from veridec.oracles import EnumeratedJoint
 from veridec.oracles.base import Oracle
@@ -82,7 +83,7 @@ def run_exact_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
     like = F.pad(prompt, (0, settings["gen_length"]), value=model.special.mask_id)  # [1, P + G]
     limit = 2 * settings["gen_length"] + CALL_SLACK
     outputs = []
-    for i in range(n):
+    for i in tqdm(range(n), desc="samples of the candidate", unit="sample", disable=not setup.progress, leave=False):
         side = run_candidate(setup, prompt, None, {**case, "seed": case["seed"] + i}, limit)
         canvas, problem = drawn_canvas(side, like)
         if problem is not None:
