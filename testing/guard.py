@@ -19,7 +19,7 @@ TIMEOUT_FACTOR, TIMEOUT_FLOOR = 20.0, 10.0  # the default limit: 20x the target'
 UNTIMED_SECONDS = 60.0  # the limit where the target did not run on the case (samples against an exact law)
 MAX_CASE_TIMEOUT = 86_400.0  # --case-timeout's upper bound: one day (setitimer overflows far beyond it)
 EXIT_MODULES = ("os", "posix", "nt")  # where ``_exit`` lives: os, and the C module os takes it from
-IMPORT_TIMEOUT, IMPORT_SECONDS = "VERIDEC_IMPORT_TIMEOUT", 300.0  # the limit on an import or model factory
+IMPORT_TIMEOUT, IMPORT_SECONDS = "VERIDEC_IMPORT_TIMEOUT", 120.0  # the limit on an import or model factory
 WATCHERS: list = []  # callables (seconds | None, what, code) told when a candidate's code starts and ends
 
 
@@ -42,7 +42,7 @@ def candidate_limit(case_timeout: float | None, target_seconds: float | None) ->
 
 def import_seconds() -> float:
     """Seconds importing the candidate or calling its model factory may take (VERIDEC_IMPORT_TIMEOUT, default
-    300)."""
+    120)."""
     text = os.environ.get(IMPORT_TIMEOUT, str(IMPORT_SECONDS))
     try:
         value = float(text)
