@@ -211,10 +211,13 @@ def _drain(read: int, armed: Armed) -> None:
 
 
 def _ended(child: subprocess.Popen, armed: Armed) -> int:
-    """The code of a child that ended: the verdict's, or 1 with a line saying how it ended without one."""
+    """The code of a child that ended: the verdict's; its own where it exited before any candidate code ran
+    (argparse's usage errors, exit 2); else 1 with a line saying how it ended without a verdict."""
     if armed.exit_code is not None:
         return armed.exit_code
     code = child.returncode
+    if code >= 0 and armed.deadline is None and armed.limit is None:
+        return code
     how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     during = f" while the candidate was running {armed.what}" if armed.deadline is not None else ""
     print(f"veridec: FAIL: the check's process ended without a verdict ({how}){during}: a candidate may not end "

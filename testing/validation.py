@@ -10,6 +10,8 @@ from .exact import COST_FIELDS, HIGHER_IS_WORSE, LOWER_IS_WORSE
 
 CASE_KEYS = ("prompt", "attention_mask", "seed", "settings")
 SEED_LIMIT = 2**63  # torch.manual_seed takes seeds in [0, 2**63)
+STEPS_PER_TOKEN = 4  # a case's steps per generated position at most (Dream's golden cases take up to 2.5)
+MIN_STEPS_CAP = 64  # ... but never a cap below this
 RATES = ("exact_rate", "mean_token_match", "commit_order_match", "agreement_rate")  # shares, in [0, 1]
 STRUCTURED = {"drift_by_call": list, "agreement_failures": list, "regressed": dict}  # not single numbers
 BASELINE_KEYS = ("cases", "exact_rate", "mean_token_match", "commit_order_match", "max_logit_error", "drift_p50",
@@ -40,7 +42,22 @@ def checked_case(case, settings: tuple[str, ...], structure: tuple[str, ...], vo
     if length_name not in case["settings"]:
         raise ValueError(f"case: settings must give {length_name} (the length to generate; a report prints every "
                          f"setting the case ran with), got {case['settings']!r}"[:300])
+    _check_steps(case["settings"], length_name)
     return case
+
+
+def _check_steps(settings: dict, length_name: str) -> None:
+    """Steps within what a decode can use: ``steps`` at most STEPS_PER_TOKEN per generated token,
+    ``denoising_steps`` (per block) at most STEPS_PER_TOKEN per block position, never capped below MIN_STEPS_CAP
+    (the drawn cases and knobs stay inside); a typo of 10^9 steps would otherwise build a schedule that
+    exhausts memory before the first forward."""
+    for name, per in (("steps", length_name), ("denoising_steps", "block_length")):
+        if name not in settings or not _integer(settings.get(per)):
+            continue
+        top = max(MIN_STEPS_CAP, STEPS_PER_TOKEN * settings[per])
+        if not _integer(settings[name]) or not 1 <= settings[name] <= top:
+            raise ValueError(f"case: {name} must be an integer in [1, {top}] (at most {STEPS_PER_TOKEN} per {per} "
+                             f"position, {MIN_STEPS_CAP} at least), got {settings[name]!r}")
 
 
 def _integer(value) -> bool:

@@ -278,6 +278,14 @@ def test_a_thread_the_candidate_started_fails_in_one_line(tmp_path, capsys):
                                  "literal for int() with base 10: 'x'\n"), err
 
 
+def test_a_usage_error_keeps_exit_code_2_under_the_supervisor(tmp_path):
+    """argparse's errors end the child before any candidate code: its own code 2, not "ended without a verdict"."""
+    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", "c.py:generate", "--against",
+                           "llada", "--tier", "S", "--samples", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 2 and "--samples: must lie in [2," in done.stderr and "verdict" not in done.stderr, done
+
+
 def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp_path):
     file = tmp_path / "closes.py"
     file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
@@ -299,6 +307,7 @@ def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp
     ({**ONE, "attention_mask": [[1, 2]]}, "case: attention_mask must hold integers in [0, 1]"),
     ({**ONE, "attention_mask": [[1]]}, "case: attention_mask must have the prompt's shape"),
     ({**ONE, "settings": {**ONE["settings"], "threshhold": 0.5}}, "unknown setting(s) ['threshhold']"),
+    ({**ONE, "settings": {**ONE["settings"], "steps": 10**9}}, "case: steps must be an integer in [1, 64]"),
     ({**ONE, "settings": {"gen_length": 2, "threshold": {"at_confidence": "x"}}}, "needs an integer r >= 1"),
     ({**ONE, "settings": {"gen_length": 2, "threshold": {"at_confidence": -1}}}, "needs an integer r >= 1"),
     ({"prompt": [[3]]}, "case must be a dict with keys prompt, attention_mask, seed, settings"),
