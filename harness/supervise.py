@@ -36,30 +36,6 @@ def grace_seconds(limit: float) -> float:
     return max(3.0, 0.25 * limit)
 
 
-_CHILD: Status | None = None
-
-
-def _end_with_supervisor(lifeline: int) -> None:
-    """Wait on the lifeline (the supervisor holds its other end): at its end, the supervisor is gone (killed,
-    or stopped by a signal), and the check ends too, never left running as an orphan."""
-    while os.read(lifeline, 1):
-        pass
-    REAL_EXIT(1)
-
-
-def child_status() -> Status:
-    """This process's line to its supervisor (read from the environment once)."""
-    global _CHILD
-    if _CHILD is None:
-        _CHILD = Status.from_environment()
-    return _CHILD
-
-
-def wanted(argv: list[str]) -> bool:
-    """Run ``argv`` under a supervisor: the check command, not already the supervised child."""
-    return argv[:1] == ["check"] and STATUS_FD not in os.environ
-
-
 # ------------------------------------------------------------------------------------------- the child's side
 class Status:
     """The child's messages to its supervisor (``arm``, ``disarm``, ``exit``); a no-op without one."""
@@ -120,6 +96,30 @@ def _open(stream, fd: int):
     if stream is not None and not stream.closed:
         return stream
     return open(fd, "w", buffering=1, closefd=False)
+
+
+_CHILD: Status | None = None
+
+
+def _end_with_supervisor(lifeline: int) -> None:
+    """Wait on the lifeline (the supervisor holds its other end): at its end, the supervisor is gone (killed,
+    or stopped by a signal), and the check ends too, never left running as an orphan."""
+    while os.read(lifeline, 1):
+        pass
+    REAL_EXIT(1)
+
+
+def child_status() -> Status:
+    """This process's line to its supervisor (read from the environment once)."""
+    global _CHILD
+    if _CHILD is None:
+        _CHILD = Status.from_environment()
+    return _CHILD
+
+
+def wanted(argv: list[str]) -> bool:
+    """Run ``argv`` under a supervisor: the check command, not already the supervised child."""
+    return argv[:1] == ["check"] and STATUS_FD not in os.environ
 
 
 # ------------------------------------------------------------------------------------------ the supervisor
