@@ -47,7 +47,7 @@ def recorded_logit_difference(one, other) -> float:
         for positions, logits, others, other_logits in zip(first.positions, first.logits, second.positions,
                                                            second.logits):
             if positions and positions == others:
-                a = torch.tensor(logits, dtype=torch.float64)  # [n, V]
-                b = torch.tensor(other_logits, dtype=torch.float64)  # [n, V]
+                a = torch.tensor(logits, dtype=torch.float64, device="cpu")  # [n, V]
+                b = torch.tensor(other_logits, dtype=torch.float64, device="cpu")  # [n, V]
                 worst = max(worst, (a - b).abs().max().item())
     return worst

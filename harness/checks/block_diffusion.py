@@ -37,21 +37,21 @@ def cached_batch_equals_reference(ctx: VerifyContext):
 def _prompts(ctx: VerifyContext, model) -> list[list[int]]:
     """Four prompts of distinct lengths (one shorter than a block, one of whole blocks), drawn on the host."""
     g = ctx.generator(31)
-    return [torch.randint(0, model.special.mask_id, (length,), generator=g).tolist() for length in (2, 4, 6, 9)]
+    return [torch.randint(0, model.special.mask_id, (length,), generator=g, device="cpu").tolist() for length in (2, 4, 6, 9)]
 
 
 def _rows_differing(model, prompts: list[list[int]], settings: dict) -> list[int]:
     """The rows whose canvas in the batch (after its padding) is not the reference's for that row alone; one
     generator per row, the same seed on both sides."""
     mask_id, pad_id, width = model.special.mask_id, model.special.pad_id, max(map(len, prompts))
-    x = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])  # [4, P]
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # [4, P]
+    x = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], device="cpu")  # [4, P]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device="cpu")  # [4, P]
     seeded = lambda row: torch.Generator().manual_seed(40 + row)  # noqa: E731
     batch = cached_generate(model, x, mask_id, attention_mask=mask, **settings,
                             generator=[seeded(row) for row in range(len(prompts))]).canvas  # [4, W]
     differing = []
     for row, prompt in enumerate(prompts):
-        alone = reference_generate(model, torch.tensor([prompt]), mask_id, **settings,
+        alone = reference_generate(model, torch.tensor([prompt], device="cpu"), mask_id, **settings,
                                    generator=seeded(row)).canvas[0]  # [T]
         pad = width - len(prompt)
         if not torch.equal(batch[row, pad:pad + alone.shape[0]], alone):
