@@ -37,7 +37,8 @@ def cached_batch_equals_reference(ctx: VerifyContext):
 def _prompts(ctx: VerifyContext, model) -> list[list[int]]:
     """Four prompts of distinct lengths (one shorter than a block, one of whole blocks), drawn on the host."""
     g = ctx.generator(31)
-    return [torch.randint(0, model.special.mask_id, (length,), generator=g, device="cpu").tolist() for length in (2, 4, 6, 9)]
+    return [torch.randint(0, model.special.mask_id, (length,), generator=g, device="cpu").tolist()
+            for length in (2, 4, 6, 9)]
 
 
 def _rows_differing(model, prompts: list[list[int]], settings: dict) -> list[int]:
