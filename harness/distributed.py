@@ -58,7 +58,8 @@ def collective_seconds() -> float:
     except ValueError:
         seconds = float("nan")
     if not 0 < seconds < float("inf"):
-        raise GroupError(f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got {text!r}")
+        raise UsageError(f"environment variable VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, "
+                         f"got {text!r}")
     return seconds
 
 

@@ -162,9 +162,11 @@ def test_a_rank_without_its_peers_stops_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "inf", "nan"])
 def test_a_bad_collective_timeout_is_named(monkeypatch, value):
-    from veridec.harness.distributed import GroupError, collective_seconds
+    """A usage error (exit 2), naming the variable."""
+    from veridec.harness.arguments import UsageError
+    from veridec.harness.distributed import collective_seconds
 
     monkeypatch.setenv("VERIDEC_COLLECTIVE_TIMEOUT", value)
-    with pytest.raises(GroupError, match=f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got "
+    with pytest.raises(UsageError, match=f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got "
                                          f"'{value}'"):
         collective_seconds()
