@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -160,12 +161,6 @@ def moved_out_and_indexed(folder):
     shutil.move(folder / "model.safetensors", folder.parent / "outside.safetensors")
 
 
-def linked_out_and_indexed(folder):
-    index_naming("link.safetensors")(folder)
-    shutil.move(folder / "model.safetensors", folder.parent / "elsewhere.safetensors")
-    (folder / "link.safetensors").symlink_to(folder.parent / "elsewhere.safetensors")
-
-
 def tokenizer_of(other):
     def how(folder):
         for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -199,7 +194,6 @@ HOSTILE_FOLDERS = [  # (how, message); the dream tiny folder: mask 97, EOS = pad
     (retyped(torch.int32), r"has dtype torch.int32; weights must be one of torch.float16"),
     (retyped(torch.bool), r"has dtype torch.bool; weights must be one of"),
     (moved_out_and_indexed, r"shard '../outside.safetensors' lies outside the model folder"),
-    (linked_out_and_indexed, r"shard 'link.safetensors' lies outside the model folder"),
     (index_naming("/etc/passwd"), r"shard '/etc/passwd' lies outside the model folder"),
     (lambda f: (f / "model.safetensors.index.json").write_text("[1]"), r"no 'weight_map' object"),
     (lambda f: (f / "model.safetensors.index.json").write_text('{"weight_map": {"a": 1}}'),
@@ -213,6 +207,21 @@ def test_hostile_model_folders_are_refused_naming_the_file_and_the_key(tiny_fold
     broken = break_folder(tiny_folders["dream"], tmp_path, how)
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         load_pretrained(broken)
+
+
+def test_a_sharded_hugging_face_cache_snapshot_loads(tiny_folders, tmp_path):
+    """snapshots/<rev>/ holds links to ../../blobs/<sha> (how the hub caches a checkpoint): an index naming them
+    loads, the same weights as the folder (once refused as links leading out)."""
+    source = break_folder(tiny_folders["dream"], tmp_path / "plain", index_naming("model-00001-of-00001.safetensors"))
+    shutil.move(source / "model.safetensors", source / "model-00001-of-00001.safetensors")
+    snapshot, blobs = tmp_path / "hub" / "snapshots" / "abc123", tmp_path / "hub" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for file in source.iterdir():
+        shutil.copy(file, blobs / f"sha-{file.name}")
+        (snapshot / file.name).symlink_to(Path("../..") / "blobs" / f"sha-{file.name}")
+    linked, plain = load_pretrained(snapshot), load_pretrained(source)
+    assert all(torch.equal(a, b) for a, b in zip(linked.state_dict().values(), plain.state_dict().values()))
 
 
 def test_another_familys_tokenizer_is_refused(tiny_folders, tmp_path):

@@ -222,9 +222,10 @@ def _weight_map(index: Path) -> dict[str, str]:
 
 
 def _check_inside(folder: Path, name: str, index: Path) -> None:
-    """A shard the index names must be a file of the folder itself: no path, no '..', no link leading out."""
-    target = (folder / name).resolve()
-    if Path(name).name != name or target.parent != folder.resolve():
+    """A shard the index names must be a file name of the folder itself: no path, no '..'. A link in the folder
+    is the folder's own content and is followed, as for a single file (a Hugging Face cache snapshot is made of
+    links to ../../blobs)."""
+    if Path(name).name != name or name in (".", ".."):
         raise ValueError(f"{index}: shard {name!r} lies outside the model folder {folder} (an index may only "
                          "name files in its own folder)")
 
