@@ -14,6 +14,7 @@ from tools.mutants import MUTANTS, Mutant
 from tools.mutants_block_cache import MUTANTS as BLOCK_CACHE
 from tools.mutants_block_diffusion import MUTANTS as BLOCK_DIFFUSION
 from tools.mutants_checker import MUTANTS as CHECKER
+from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 from tools.mutants_own_model import MUTANTS as OWN_MODEL
 from tools.mutants_revocable import MUTANTS as REVOCABLE
@@ -34,7 +35,7 @@ def test_catalogue_size_names_and_spread():
 
 
 @pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER + REVOCABLE + BLOCK_CACHE + OWN_MODEL
-                         + BLOCK_DIFFUSION, ids=lambda m: m.name)
+                         + BLOCK_DIFFUSION + HOSTILE, ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"
@@ -48,7 +49,7 @@ def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
 def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
-                          + len(OWN_MODEL) + len(BLOCK_DIFFUSION))
+                          + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}
