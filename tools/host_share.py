@@ -14,10 +14,10 @@ prefill and cached forward); the rest of the decode is the host share: ``take_st
 the checks; timed apart) and the loop around it.
 
 Two variants run alternately in one process, so their ratio holds on a loaded machine:
-- ``before``: the step as of f53ad8f, kept verbatim below: the finiteness check (two passes over the whole
-  window's logits), the proposal and the float64 softmax over the whole window (a no-cache window is the
-  canvas, a prefix window runs to its end), the trace's top-2 margins over the whole window, host reads per
-  row and per committed position;
+- ``before``: the step as of f53ad8f, kept below: the finiteness check (two passes over the whole window's
+  logits: ``veridec.decoding.check_logits`` without ``where=``, unchanged since), the proposal and the float64
+  softmax over the whole window (a no-cache window is the canvas, a prefix window runs to its end), the
+  trace's top-2 margins over the whole window, host reads per row and per committed position;
 - ``after``: the shipped step (``veridec.optimized.parallel.take_step``): the columns from the first candidate
   to the block's end only, the finiteness check fused into the step's softmax, margins of the committed
   positions only, one host read for the ranking and one for the trace.
@@ -42,7 +42,7 @@ import torch
 import veridec.optimized.parallel as loop
 import veridec.rules.common as common
 import veridec.rules.step as step_module
-from veridec.decoding import NonFiniteLogits, _row_position
+from veridec.decoding import check_logits
 from veridec.files import write_text_atomic
 from veridec.models import random_model
 from veridec.models.shipped import load_model
@@ -62,24 +62,6 @@ DECODERS = {"none": generate, "prefix": generate_with_prefix_cache, "dual": gene
 
 
 # ------------------------------------------------------------------ the step as of f53ad8f (verbatim)
-def check_logits_before(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits") -> None:
-    bad = ~(logits < torch.inf)  # NaN and +inf; -inf and finite values compare below +inf
-    banned = ~(logits > -torch.inf).any(dim=-1)  # [B, W] (or [B]): no token left to draw
-    if not (bad.any() | banned.any()):  # both flags in one read from the device
-        return
-    when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
-    if bad.any():
-        index = bad.nonzero()[0].tolist()
-        value = logits[tuple(index)].item()
-        where = _row_position(index[:-1], offset) + f", token {index[-1]}"
-        raise NonFiniteLogits(f"{what} {when} are {value} at {where}: a decoder refuses NaN and +inf logits "
-                              "(-inf bans a token)")
-    if banned.any():
-        where = _row_position(banned.nonzero()[0].tolist(), offset)
-        raise NonFiniteLogits(f"{what} {when} are -inf for every token at {where}: the softmax there is NaN, so a "
-                              "decoder refuses a position with no finite logit (-inf may ban some tokens, not all)")
-
-
 def ranked_positions_before(ranking: torch.Tensor, selected: torch.Tensor) -> list[list[int]]:
     return [r[s[r]].tolist() for r, s in zip(ranking, selected)]
 
@@ -107,7 +89,7 @@ def record_step_before(trace, block: int, before: torch.Tensor, after: torch.Ten
 
 def take_step_before(run, x: torch.Tensor, block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
                      attentions, window) -> torch.Tensor:
-    check_logits_before(logits, run.trace, offset=window.start)
+    check_logits(logits, run.trace, offset=window.start)  # the whole window: no where=, as then
     span = slice(window.start, window.start + logits.shape[1])
     tokens = x[:, span]  # [B, W]
     positions = torch.arange(span.start, span.stop, device=x.device)
