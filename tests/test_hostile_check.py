@@ -25,6 +25,20 @@ ONE = {"prompt": [[3, 4]], "attention_mask": None, "seed": 0,
        "settings": {"gen_length": 2, "block_length": 2, "steps": 2}}
 
 
+SUPERVISED = [sys.executable, "-m", "veridec.harness.supervise"]  # the veridec command as installed
+
+
+def check_argv(candidate: str, *extra: str) -> list[str]:
+    """``veridec check CANDIDATE`` against llada on tiny-llada with the case ONE, as a command line."""
+    return [*SUPERVISED, "check", candidate, "--against", "llada", "--model", "tiny-llada", "--quiet", "--case",
+            json.dumps(ONE), *extra]
+
+
+def check_in_a_process(candidate: str, *extra: str, **kwargs) -> subprocess.CompletedProcess:
+    """``check_argv`` run as its own process (the supervisor and its child), output captured."""
+    return subprocess.run(check_argv(candidate, *extra), capture_output=True, text=True, timeout=120, **kwargs)
+
+
 def greedy(model, prompt, gen_length=2, mask_id=0):
     return greedy_candidate(model, prompt, gen_length, mask_id)
 
@@ -196,10 +210,7 @@ def test_the_command_gives_a_verdict_when_the_candidate_exits_hard_or_hangs(tmp_
                     "def hangs(model, prompt, gen_length=2, mask_id=0):\n    while True:\n        pass\n")
     for name, extra, expected in (("exits", [], "it called os._exit(0)"),
                                   ("hangs", ["--case-timeout", "0.5"], "ran past its time limit of 0.5 s")):
-        done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:{name}",
-                               "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
-                               *extra],
-                              capture_output=True, text=True, timeout=120)
+        done = check_in_a_process(f"{file}:{name}", *extra)
         assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout and expected in done.stdout, done
     assert "--case-timeout 0.5" in done.stdout
 
@@ -227,10 +238,8 @@ def test_a_candidate_that_stalls_or_kills_its_process_still_gets_a_verdict(tmp_p
     nonzero code; the import has its own limit (VERIDEC_IMPORT_TIMEOUT)."""
     source, code, message = STALLS[name]
     (tmp_path / "stalls.py").write_text(source)
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", "stalls.py:generate",
-                           "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
-                           "--case-timeout", "0.5"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "VERIDEC_IMPORT_TIMEOUT": "0.5"})
+    done = check_in_a_process("stalls.py:generate", "--case-timeout", "0.5", cwd=tmp_path,
+                              env={**os.environ, "VERIDEC_IMPORT_TIMEOUT": "0.5"})
     assert done.returncode == code and message in done.stderr, done
 
 
@@ -239,9 +248,8 @@ def test_a_stopped_supervisor_leaves_no_check_running(tmp_path, signum):
     """The check's child ends with its supervisor (a job cancelled, a terminal closed): never an orphan."""
     (tmp_path / "waits.py").write_text("import os, time\n\ndef generate(model, prompt, gen_length=2, mask_id=0):\n"
                                        "    open('started', 'w').write(str(os.getpid()))\n    time.sleep(600)\n")
-    supervisor = subprocess.Popen([sys.executable, "-m", "veridec.harness.supervise", "check", "waits.py:generate",
-                                   "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE),
-                                   "--case-timeout", "600"], cwd=tmp_path, stderr=open(tmp_path / "err", "w"))
+    supervisor = subprocess.Popen(check_argv("waits.py:generate", "--case-timeout", "600"), cwd=tmp_path,
+                                  stderr=open(tmp_path / "err", "w"))
     started = tmp_path / "started"
     deadline = time.monotonic() + 100
     while not (started.exists() and started.read_text()) and time.monotonic() < deadline:
@@ -280,9 +288,8 @@ def test_a_thread_the_candidate_started_fails_in_one_line(tmp_path, capsys):
 
 def test_a_usage_error_keeps_exit_code_2_under_the_supervisor(tmp_path):
     """argparse's errors end the child before any candidate code: its own code 2, not "ended without a verdict"."""
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", "c.py:generate", "--against",
-                           "llada", "--tier", "S", "--samples", "1"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+    done = subprocess.run([*SUPERVISED, "check", "c.py:generate", "--against", "llada", "--tier", "S", "--samples",
+                           "1"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2 and "--samples: must lie in [2," in done.stderr and "verdict" not in done.stderr, done
 
 
@@ -291,9 +298,7 @@ def test_a_candidate_that_closes_the_checks_streams_still_prints_its_verdict(tmp
     file.write_text(GREEDY_FILE.replace("def generate(model, prompt, gen_length=2, mask_id=0):\n",
                                         "def generate(model, prompt, gen_length=2, mask_id=0):\n    import os\n"
                                         "    sys.stdout.close()\n    os.close(1)\n    os.close(2)\n"))
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:generate",
-                           "--against", "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE)],
-                          capture_output=True, text=True, timeout=120)
+    done = check_in_a_process(f"{file}:generate")
     assert done.returncode == 0 and "# veridec check: PASS" in done.stdout, done
 
 
@@ -436,9 +441,7 @@ def test_what_the_candidate_leaves_behind_cannot_change_the_exit_code(tmp_path, 
                     f"from oracles.bridge import greedy_candidate\n{at_import}\n\n"
                     f"def generate(model, prompt, gen_length=2, mask_id=0):\n{in_call}")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.supervise", "check", f"{file}:generate", "--against",
-                           "llada", "--model", "tiny-llada", "--quiet", "--case", json.dumps(ONE)],
-                          capture_output=True, text=True, timeout=120)
+    done = check_in_a_process(f"{file}:generate")
     assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout, done
     assert time.monotonic() - started < 100
 
