@@ -19,12 +19,13 @@ BACKENDS = {"aot_eager": "E", "inductor": "A"}  # backend -> the tier its rows a
 
 
 def compiled_row(model_name: str, name: str, variant: str, backend: str, model, prompt, mask, gen_length: int,
-                 block_length: int, sequential_seconds: float) -> dict:
+                 block_length: int, sequential_seconds: float, eager=None) -> dict:
     """The row (``exactness.Row``'s fields) of ``name``'s ``variant`` (a key of ``COMPILED``) under ``backend``:
-    compared with the eager decode of the same variant; timed after a first compiled decode that captures the
-    graphs (compile time is not decode time)."""
+    compared with the eager decode of the same variant (``eager``: the table's own, else decoded here); timed
+    after a first compiled decode that captures the graphs (compile time is not decode time)."""
     base, rule = COMPILED[variant], PRESETS[name]
-    eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length)
+    if eager is None:
+        eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length)
     run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)
     out, seconds = run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)
     comparison = compare_traces(eager.trace, out.trace, eager.canvas, out.canvas)
