@@ -52,16 +52,16 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    generators = _generators(generator, prompt.shape[0])
-    layout = _layout(prompt, attention_mask, params, model.max_length)
-    x = _canvas(layout, mask_id, prompt.device)  # [B, T]
+    generators = row_generators(generator, prompt.shape[0])
+    layout = row_layout(prompt, attention_mask, params, model.max_length)
+    x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = _Run(model, params, layout, x, mask_id, trace, generators, published)
+    run = BlockRun(model, params, layout, x, mask_id, trace, generators, published)
     run.prefill()
     for block in range(layout.first_block, layout.length // block_length):
         if not run.decode_block(block):
             break
-    return Decoded(_output(run.x, layout, prompt, mask_id), trace)
+    return Decoded(layout_output(run.x, layout, prompt, mask_id), trace)
 
 
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
@@ -82,7 +82,7 @@ def _check_published(prompt: torch.Tensor, temperature: float, strategy: str) ->
         raise RuntimeError("the published entropy_bounded selection is never assigned (BD7.2)")
 
 
-def _generators(generator, batch: int) -> list:
+def row_generators(generator, batch: int) -> list:
     if isinstance(generator, (list, tuple)):
         if len(generator) != batch or not all(isinstance(g, torch.Generator) for g in generator):
             raise ValueError(f"generator: a list must hold one torch.Generator per row ({batch}), got {generator!r}")
@@ -92,7 +92,7 @@ def _generators(generator, batch: int) -> list:
     return [generator] * batch
 
 
-def _layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_length: int) -> Layout:
+def row_layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_length: int) -> Layout:
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be [B, P] with P >= 1, got {tuple(prompt.shape)}")
     if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
@@ -112,14 +112,14 @@ def _layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_length
     return Layout(prompts, shift, ends, first, max(ends))
 
 
-def _canvas(layout: Layout, mask_id: int, device) -> torch.Tensor:
+def layout_canvas(layout: Layout, mask_id: int, device) -> torch.Tensor:
     x = torch.full((len(layout.prompts), layout.length), mask_id, dtype=torch.long, device=device)
     for row, (tokens, shift) in enumerate(zip(layout.prompts, layout.shift)):
         x[row, shift:shift + len(tokens)] = tokens
     return x
 
 
-def _output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id: int) -> torch.Tensor:
+def layout_output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id: int) -> torch.Tensor:
     """Each row's own canvas after the caller's left padding (``prompt``'s pad tokens kept), masks after."""
     pads = [prompt.shape[1] - len(p) for p in layout.prompts]
     width = max(pad + end - shift for pad, end, shift in zip(pads, layout.ends, layout.shift))
@@ -130,7 +130,7 @@ def _output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id: int)
     return out
 
 
-class _Run:
+class BlockRun:
     """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
 
     def __init__(self, model, params, layout, x, mask_id, trace, generators, published=False):
@@ -161,8 +161,7 @@ class _Run:
         row goes on after it."""
         b = self.params.block_length
         start, end = block * b, (block + 1) * b
-        live = torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, self.layout.ends)],
-                            device=self.x.device)  # [B]
+        live = self.live_rows(end)  # [B]
         if not live.any():
             return False
         step = 0
@@ -172,12 +171,21 @@ class _Run:
             self._step(block, step, masked, logits)
             step += 1
         self.forward(start, b, store=True)
+        self.update_stops(live, end)
+        return True
+
+    def live_rows(self, end: int) -> torch.Tensor:
+        """[B] rows that decode the block ending at ``end``: not stopped, their canvas reaches it."""
+        return torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, self.layout.ends)],
+                            device=self.x.device)
+
+    def update_stops(self, live: torch.Tensor, end: int) -> None:
+        """BD5.5 after a block's store: a live row stops once a stop id is in its generation."""
+        stops = self.params.stopping_criteria_idx
         for row in range(self.x.shape[0]):
             generated = self.x[row, self.layout.shift[row] + len(self.layout.prompts[row]):end]
-            stops = self.params.stopping_criteria_idx
             self.stopped[row] |= bool(live[row]) and stops is not None and any(
                 bool((generated == stop).any()) for stop in stops)
-        return True
 
     def _step(self, block: int, step: int, masked: torch.Tensor, logits: torch.Tensor) -> None:
         """One denoising step of the rows with masks left in the block (each draws from its own generator)."""

@@ -5,15 +5,20 @@ its end, no cache. Parameter names and defaults are the official ones:
     from veridec.reference.block_diffusion import block_diffusion_generate
     decoded = block_diffusion_generate(model, prompt, gen_length=16, block_length=4, denoising_steps=4)
     decoded.canvas, decoded.trace
+
+``parallel_generate`` runs veridec's parallel rules (spec/parallel.md) inside the same blocks (BD11).
 """
 
 from __future__ import annotations
 
 import torch
 
-from veridec.decoding import check_logits
+from veridec.decoding import (check_block_rule, check_logits, check_progress, check_sampling, decode_params,
+                              step_budget)
+from veridec.rules.parallel import new_state
 from veridec.rules.sdar import SDARParams, row_record, sample_block, select
-from veridec.trace import Decoded, StepRecord, Trace
+from veridec.rules.step import parallel_step
+from veridec.trace import Decoded, StepRecord, Trace, record_step
 
 
 @torch.no_grad()
@@ -69,3 +74,48 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
 def _stopped(generated: torch.Tensor, stops) -> bool:
     """BD5.6: a stop id anywhere in the generated region (checked after each block)."""
     return stops is not None and any(bool((generated == stop).any()) for stop in stops)
+
+
+@torch.no_grad()
+def parallel_generate(model, prompt: torch.Tensor, *, rule, gen_length: int = 128, block_length: int = 8,
+                      temperature: float = 0.0, remasking: str = "low_confidence", ties: str = "lowest",
+                      stopping_criteria_idx=None, mask_id: int | None = None, generator: torch.Generator | None = None,
+                      record_logits: bool = False) -> Decoded:
+    """BD11: one row ``prompt`` [1, P] on BD2's canvas, each block decoded by ``rule``'s steps (``parallel_step``)
+    on full block-causal forwards of the canvas up to the block's end; returns the canvas [1, T] and its trace."""
+    check_sampling(temperature, remasking, ties)
+    check_block_rule(rule)
+    params = SDARParams(gen_length, block_length, stopping_criteria_idx=stopping_criteria_idx, ties=ties)
+    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
+                         f"{tuple(prompt.shape)}")
+    mask_id = model.special.mask_id if mask_id is None else mask_id
+    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
+    if length > model.max_length:
+        raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
+                         f"{block_length}, exceeds the model's max_length {model.max_length}")
+    x = torch.full((1, length), mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
+    x[:, :prompt.shape[1]] = prompt
+    trace = Trace(f"{rule.name}-blocks-reference",
+                  decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt.shape[1], 1)
+    state = new_state(rule, 1, length, x.device)
+    sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
+    for block in range(prompt.shape[1] // block_length, length // block_length):
+        start, end = block * block_length, (block + 1) * block_length
+        at_start = (x[:, start:end] == mask_id).sum(dim=1)  # [1]
+        budget = step_budget(x[:, start:end] == mask_id, rule, temperature > 0 or remasking == "random")
+        step = 0
+        while (candidates := x[:, start:end] == mask_id).any():  # [1, b]
+            check_progress(step, block, budget, trace)
+            logits = model(x[:, :end], block_size=block_length).logits[:, start:]  # [1, b, V]
+            trace.counters.add_forward(rows=1, queries=end)
+            check_logits(logits, trace, where=candidates, offset=start)
+            result = parallel_step(rule, logits, x[:, start:end], candidates, **sampling, offset=start,
+                                   block_step=step, block_masks_at_start=at_start, block_masks=candidates.sum(dim=1),
+                                   block_length=block_length, state=state)
+            record_step(trace, block, x[:, start:end], result.x, mask_id, result.confidence, result.choice_logits,
+                        result.order, record_logits, offset=start)
+            x[:, start:end], step = result.x, step + 1
+        if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):
+            break
+    return Decoded(x, trace)

@@ -7,7 +7,7 @@ masks, strict dynamic threshold and its quota, static top-n with ``ties`` lowest
 ``published_select``, ``official_overwrites``, ``row_record``'s commits), the plain decoder
 ``reference/block_diffusion.py`` (the canvas, the first decoded block, the block-causal forward up to the block's
 end, the step past the schedule, the stop rule), the cached, batched decoder ``optimized/block_diffusion.py`` (the
-layout in whole blocks, ``_output``, the prefill, ``decode_block``'s live rows and stops, ``_step``'s per-row
+layout in whole blocks, ``layout_output``, the prefill, ``decode_block``'s live rows and stops, ``_step``'s per-row
 generators and published writes), the model (``block_causal_bias``, ``cached_block_bias``, ``forward_blocks``'
 ``first_real``, ``block_cache``; q/k norms in ``Attention.project``; the SDAR layout's config and tensor names),
 the ``hf-block`` convention (``HFBlockConvention``: slots per cache handle, the mask's columns), the recording of

@@ -12,6 +12,10 @@ from .rules.common import REMASKING, TIES, check_blocks, check_choice, check_ran
 
 def check_decode_args(gen_length, block_length, temperature, remasking, ties) -> None:
     check_blocks(gen_length, block_length, 1, steps_split=False)
+    check_sampling(temperature, remasking, ties)
+
+
+def check_sampling(temperature, remasking, ties) -> None:
     check_range("temperature", temperature, low=0)
     check_choice("remasking", remasking, REMASKING)
     check_choice("ties", ties, TIES)
@@ -67,6 +71,14 @@ def check_model_supports(model, rule, cache: str = "none") -> None:
     if cache != "none" and not hasattr(model, "forward_cached"):
         raise ValueError(f"cache={cache!r} needs a model with a K/V cache API; {type(model).__name__} has none "
                          "(use cache='none')")
+
+
+def check_block_rule(rule) -> None:
+    """BD11: a parallel rule that needs no attention weights (block forwards return none)."""
+    check_rule(rule)
+    if getattr(rule, "needs_attention", False):
+        raise ValueError(f"rule {rule.name!r} reads attention weights, which block-diffusion forwards do not return; "
+                         "use a rule without them (sequential, conf, fastdllm, factor, klass, eb, localleap)")
 
 
 def _parameters(model):

@@ -5,6 +5,12 @@ masked positions weighted by 1/t, summed and divided by B * L (an upper bound on
 
     python -m tools.training.dllm tasks --out veridec/assets/default --steps 8000
     python -m tools.training.dllm hmm --out veridec/assets/hmm --steps 3000
+    python -m tools.training.dllm blocks --out veridec/assets/blocks --steps 3000
+
+``blocks``: an SDAR-layout block-diffusion model on the task corpus (spec/block_diffusion.md BD1), trained as
+BD3-LM / SDAR train: the noisy sequence and the clean one side by side, a noisy block attending to itself and the
+clean blocks before it, a clean block to the clean blocks up to its own; each block masked at its own rate t; the
+block size drawn per batch from TRAIN_BLOCKS so one model decodes at each of them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch.nn.functional as F
 
 from veridec.files import write_text_atomic
 from veridec.models import (BidirectionalTransformer, SpecialTokens, TransformerConfig, char_tokenizer, save_pretrained)
+from veridec.models.layouts import LAYOUTS
 from veridec.oracles import HMMOracle
 
 from veridec.harness.arguments import UsageError, check_output_dir, integer
@@ -31,6 +38,7 @@ from veridec.harness.corpus import ALPHABET, generate_document
 EPS = 1e-3
 HMM_SYMBOLS = "abcdefgh"
 HMM_SEED = 11
+TRAIN_BLOCKS = (4, 8, 16, 32)  # block sizes of the ``blocks`` world, one drawn per batch
 
 
 @dataclass
@@ -108,14 +116,50 @@ def diffusion_loss(model, x: torch.Tensor, generator: torch.Generator) -> torch.
     return (ce / t.expand(b, n)[masked]).sum() / (b * n)
 
 
+def training_bias(length: int, block_size: int) -> torch.Tensor:
+    """[1, 1, 2L, 2L] additive bias over [noisy; clean]: a noisy query sees the noisy keys of its own block and
+    the clean keys of earlier blocks; a clean query sees the clean keys of its own and earlier blocks."""
+    blocks = torch.arange(length) // block_size  # [L]
+    same = blocks[:, None] == blocks[None]  # [L, L]
+    earlier = blocks[None] < blocks[:, None]  # [L, L] key block before the query's
+    sees = torch.cat([torch.cat([same, earlier], 1),
+                      torch.cat([torch.zeros_like(same), same | earlier], 1)], 0)  # [2L, 2L]
+    return torch.zeros(sees.shape).masked_fill(~sees, float("-inf"))[None, None]
+
+
+def block_diffusion_loss(model, x: torch.Tensor, block_size: int, generator: torch.Generator) -> torch.Tensor:
+    """x [B, L] clean tokens (L a multiple of block_size) -> the masked cross-entropy of the noisy blocks, each
+    weighted by 1/t of its block, divided by B * L."""
+    b, n = x.shape
+    t = EPS + (1 - EPS) * torch.rand(b, n // block_size, generator=generator, device=generator.device)  # [B, L/b]
+    t = t.repeat_interleave(block_size, dim=1)  # [B, L]
+    masked = torch.rand(b, n, generator=generator, device=generator.device) < t  # [B, L]
+    noisy = x.masked_fill(masked, model.special.mask_id)
+    positions = torch.arange(n).repeat(2).expand(b, 2 * n)  # [B, 2L] noisy and clean share positions
+    logits = model.raw_forward(torch.cat([noisy, x], 1), positions,
+                               attn_bias=training_bias(n, block_size)).logits[:, :n]  # [B, L, V]
+    ce = F.cross_entropy(logits[masked].float(), x[masked], reduction="none")
+    return (ce / t[masked]).sum() / (b * n)
+
+
+def world_loss(cfg: TrainConfig, model, batch: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    if cfg.world != "blocks":
+        return diffusion_loss(model, batch, generator)
+    block = TRAIN_BLOCKS[int(torch.randint(len(TRAIN_BLOCKS), (1,), generator=generator))]
+    return block_diffusion_loss(model, batch, block, generator)
+
+
 def build_model(cfg: TrainConfig, tokenizer) -> BidirectionalTransformer:
+    family = "sdar" if cfg.world == "blocks" else "llada"
     vocab = -(-len(tokenizer) // 4) * 4
     tcfg = TransformerConfig(vocab_size=vocab, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                              num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
-                             intermediate_size=cfg.intermediate_size, max_length=1024)
+                             intermediate_size=cfg.intermediate_size, max_length=1024,
+                             qk_norm=family == "sdar")
     special = SpecialTokens(mask_id=tokenizer.mask_token_id, eos_id=tokenizer.eos_token_id,
-                            eot_id=tokenizer.convert_tokens_to_ids("<|eot_id|>"), pad_id=tokenizer.pad_token_id)
-    model = BidirectionalTransformer(tcfg, special, "llada", 0)
+                            eot_id=tokenizer.convert_tokens_to_ids(LAYOUTS[family].eot_token),
+                            pad_id=tokenizer.pad_token_id)
+    model = BidirectionalTransformer(tcfg, special, family, LAYOUTS[family].logit_shift)
     generator = torch.Generator().manual_seed(cfg.seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -125,18 +169,18 @@ def build_model(cfg: TrainConfig, tokenizer) -> BidirectionalTransformer:
     return model
 
 
-def validation_loss(model, batch: torch.Tensor, repeats: int = 4) -> float:
+def validation_loss(cfg: TrainConfig, model, batch: torch.Tensor, repeats: int = 4) -> float:
     generator = torch.Generator().manual_seed(1234)
     with torch.no_grad():
-        return sum(diffusion_loss(model, batch, generator).item() for _ in range(repeats)) / repeats
+        return sum(world_loss(cfg, model, batch, generator).item() for _ in range(repeats)) / repeats
 
 
 def train(cfg: TrainConfig, out: Path) -> dict:
     torch.manual_seed(cfg.seed)
     torch.set_flush_denormal(True)  # avoids a 3-6x slowdown late in CPU training
-    alphabet = ALPHABET if cfg.world == "tasks" else HMM_SYMBOLS
-    tokenizer = char_tokenizer("llada", alphabet)
-    make = (lambda seed: TaskBatches(tokenizer, seed)) if cfg.world == "tasks" else HMMBatches
+    alphabet = HMM_SYMBOLS if cfg.world == "hmm" else ALPHABET
+    tokenizer = char_tokenizer("sdar" if cfg.world == "blocks" else "llada", alphabet)
+    make = HMMBatches if cfg.world == "hmm" else (lambda seed: TaskBatches(tokenizer, seed))
     batches, held_out = make(cfg.seed), make(10_000 + cfg.seed)(64, cfg.length)
     model = build_model(cfg, tokenizer).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -148,14 +192,14 @@ def train(cfg: TrainConfig, out: Path) -> dict:
         long = cfg.long_every and step % cfg.long_every == cfg.long_every - 1
         batch = batches(cfg.long_batch, cfg.long_length) if long else batches(cfg.batch_size, cfg.length)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = diffusion_loss(model, batch, generator)
+            loss = world_loss(cfg, model, batch, generator)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
         if step % 250 == 0 or step == cfg.steps - 1:
-            val = validation_loss(model.eval(), held_out)
+            val = validation_loss(cfg, model.eval(), held_out)
             model.train()
             history.append({"step": step, "train_loss": round(loss.item(), 4), "val_loss": round(val, 4),
                             "seconds": round(time.time() - start, 1)})
@@ -173,7 +217,7 @@ def train(cfg: TrainConfig, out: Path) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("world", choices=["tasks", "hmm"])
+    parser.add_argument("world", choices=["tasks", "hmm", "blocks"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=integer(1), required=True)
     parser.add_argument("--threads", type=integer(1), default=2)

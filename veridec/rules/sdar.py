@@ -50,17 +50,23 @@ class SDARParams:
             if self.eb_threshold is None:
                 raise ValueError("eb_threshold must be a number > 0 with remasking_strategy='entropy_bounded'")
             _check_number("eb_threshold", self.eb_threshold, 0, math.inf, low_open=True)
-        if self.stopping_criteria_idx is not None:
-            stops = self.stopping_criteria_idx
-            if isinstance(stops, (str, bytes)) or not hasattr(stops, "__iter__"):
-                raise ValueError(f"stopping_criteria_idx must be None or a list of token ids, got {stops!r}")
-            for token in stops:
-                _check_integer("stopping_criteria_idx entry", token, 0)
-            object.__setattr__(self, "stopping_criteria_idx", tuple(stops))
+        object.__setattr__(self, "stopping_criteria_idx", check_stops(self.stopping_criteria_idx))
 
     @property
     def schedule(self) -> list[int]:
         return transfer_schedule(self.block_length, self.denoising_steps)
+
+
+def check_stops(stops) -> tuple[int, ...] | None:
+    """``stopping_criteria_idx``: None or token ids >= 0 -> None or a tuple (BD2)."""
+    if stops is None:
+        return None
+    if isinstance(stops, (str, bytes)) or not hasattr(stops, "__iter__"):
+        raise ValueError(f"stopping_criteria_idx must be None or a list of token ids, got {stops!r}")
+    stops = tuple(stops)
+    for token in stops:
+        _check_integer("stopping_criteria_idx entry", token, 0)
+    return stops
 
 
 def _check_integer(name: str, value, low: int) -> None:
