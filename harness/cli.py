@@ -35,7 +35,7 @@ from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
 from .workloads import BLOCK, prompts_for, table_models  # noqa: E402
 
-SAMPLERS = ("llada", "dream")
+SAMPLERS = ("llada", "dream", "sdar")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
 EXACTNESS_SIZE = (8, 64)  # exactness's (--prompts, --gen-length) when neither --quick nor the flag is given
@@ -119,10 +119,12 @@ def _generate_parser(commands) -> None:
     _model_args(gen)
     gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
     gen.add_argument("--gen-length", type=integer(1), default=64)
-    gen.add_argument("--block-length", type=integer(1), default=None, help="LLaDA block length (default: gen length)")
+    gen.add_argument("--block-length", type=integer(1), default=None,
+                     help="LLaDA block length (default: gen length); sdar: the block size (default 4)")
     gen.add_argument("--steps", type=integer(1), default=None,
                      help="denoising steps (default: gen length; at most gen length with llada, "
-                          f"{DREAM_STEPS_PER_TOKEN} x gen length with dream)")
+                          f"{DREAM_STEPS_PER_TOKEN} x gen length with dream); sdar: steps per block (default and "
+                          "most: the block length)")
     gen.add_argument("--temperature", type=number(), default=0.0)
     gen.add_argument("--remasking", choices=REMASKING, default=None, help="LLaDA: low_confidence (default) | random")
     gen.add_argument("--cfg-scale", type=number(), default=None, help="LLaDA: classifier-free guidance (default 0)")
@@ -231,13 +233,17 @@ def check_steps(args) -> None:
     if args.tokens_per_step is not None:
         raise UsageError("--steps does not apply with --tokens-per-step (it commits K tokens per step until no mask "
                          "is left); drop one of them")
-    per_token = 1 if args.sampler == "llada" else DREAM_STEPS_PER_TOKEN
-    top = per_token * args.gen_length
-    if args.steps > top:
+    if args.sampler == "sdar":
+        top = generate_command.SDAR_BLOCK if args.block_length is None else args.block_length
+        why, given = "a block's schedule commits nothing past one step per position", f"--block-length {top}"
+    else:
+        top = (1 if args.sampler == "llada" else DREAM_STEPS_PER_TOKEN) * args.gen_length
         why = "a LLaDA step past one per generated token commits nothing" if args.sampler == "llada" else \
             f"at most {DREAM_STEPS_PER_TOKEN} Dream steps per generated token"
-        raise UsageError(f"--steps: must lie in [1, {top}] for --sampler {args.sampler} with --gen-length "
-                         f"{args.gen_length} ({why}), got {args.steps}")
+        given = f"--gen-length {args.gen_length}"
+    if args.steps > top:
+        raise UsageError(f"--steps: must lie in [1, {top}] for --sampler {args.sampler} with {given} ({why}), "
+                         f"got {args.steps}")
 
 
 # ------------------------------------------------------------------------------------------- verify
@@ -297,11 +303,12 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
 
 
 def run_exactness(args) -> int:
-    decoders = [*sorted(PRESETS), *exactness.EVENT_DECODERS] if args.decoders is None else args.decoders.split(",")
-    unknown = [name for name in decoders if name not in PRESETS and name not in exactness.EVENT_DECODERS]
+    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS]
+    decoders = [*sorted(PRESETS), *others] if args.decoders is None else args.decoders.split(",")
+    unknown = [name for name in decoders if name not in PRESETS and name not in others]
     if unknown:
         raise UsageError(f"--decoders: unknown preset(s) {unknown}; the presets are {sorted(PRESETS)} and "
-                         f"{sorted(exactness.EVENT_DECODERS)}")
+                         f"{others}")
     prompts, gen = exactness_size(args)
     device = check_device(args.device)
     check_output_dir(args.out, "--out", TABLE_FILES)

@@ -31,6 +31,9 @@ from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
+from .block_rows import VARIANT as BLOCK_VARIANT
+from .block_rows import SDAR_DECODERS, block_decoders, block_row, block_tolerance, is_block_model
+from .block_rows import sequential_seconds as block_sequential_seconds
 from .checks.registry import VerifyResult
 from .compiled_rows import COMPILED, compiled_row
 from .distributed import Group
@@ -42,8 +45,9 @@ from .workloads import (BLOCK, hmm_nll, prompts_for, row_tokens_per_step, run_va
 VARIANTS = {"reference": "E", "optimized": "E", "prefix": "A", "dual": "A"}
 QUICK_SIZE = (2, 32)  # (prompts, gen length) of ``--quick`` tables
 VERIFY_SIZE = (4, 64)  # of the table ``veridec verify`` prints
+BLOCK_ROWS_SMALL = 4  # block-diffusion models get rows at this block length besides the table's
 VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq",
-                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino", "editing")
+                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino", "editing", *SDAR_DECODERS)
 
 
 @dataclass
@@ -109,32 +113,34 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
     weights = (weights or weights_sha256(model)) if records else None
     unit = lambda decoder, variant: Records.key(model=model_name, weights=weights, decoder=decoder,  # noqa: E731
                                                 variant=variant)
+    if is_block_model(model):
+        if compile:
+            raise ValueError("compiled rows cover the parallel decoders' caches (compiled_rows.COMPILED); a "
+                             "block-diffusion model's table has none: run it without --compile")
+        return _block_rows(model_name, model, decoders, prompt, mask, gen_length, block_length, records, unit,
+                           progress, mine)
     timing = Timing(model, prompt, mask, gen_length, block_length)
     rows = []
-    for name in (d for d in decoders if d not in EVENT_DECODERS and mine(d)):
-        reference, decoded = None, {}  # decoded: variant -> this run's eager decode (the compiled rows reuse it)
+    for name in (d for d in decoders if d in PRESETS and mine(d)):  # sdar-*: block-diffusion models only
+        decoded = {}  # variant -> this run's eager decode (the reference row and the compiled rows reuse it)
+
+        def variant_row():
+            out, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen_length, block_length)
+            decoded[variant] = out
+            if "reference" not in decoded:
+                decoded["reference"] = run_variant(model, "reference", PRESETS[name], prompt, mask, gen_length,
+                                                   block_length)[0]
+            return asdict(make_row(model_name, name, variant, tier, model, prompt, mask, out, decoded["reference"],
+                                   seconds, timing.sequential_seconds, gen_length))
+
         for variant, tier in VARIANTS.items():
-            done = records.get(unit(name, variant)) if records else None
-            if done is None:
-                out, seconds = run_variant(model, variant, PRESETS[name], prompt, mask, gen_length, block_length)
-                decoded[variant] = out
-                reference = out if variant == "reference" else reference or \
-                    run_variant(model, "reference", PRESETS[name], prompt, mask, gen_length, block_length)[0]
-                done = asdict(make_row(model_name, name, variant, tier, model, prompt, mask, out, reference, seconds,
-                                       timing.sequential_seconds, gen_length))
-                if records:
-                    records.add(unit(name, variant), done)
-            rows.append(Row(**done))
+            rows.append(Row(**recorded(records, unit(name, variant), variant_row)))
             if progress:
                 progress()
         for variant in COMPILED if compile else ():
-            done = records.get(unit(name, variant)) if records else None
-            if done is None:
-                done = compiled_row(model_name, name, variant, compile, model, prompt, mask, gen_length,
-                                    block_length, timing.sequential_seconds, decoded.get(COMPILED[variant]))
-                if records:
-                    records.add(unit(name, variant), done)
-            rows.append(Row(**done))
+            rows.append(Row(**recorded(records, unit(name, variant), lambda: compiled_row(
+                model_name, name, variant, compile, model, prompt, mask, gen_length, block_length,
+                timing.sequential_seconds, decoded.get(COMPILED[variant])))))
             if progress:
                 progress()
     rows += speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit,
@@ -152,18 +158,43 @@ def _event_rows(model_name, model, decoder, prompt, mask, gen_length, block_leng
     ``ROUNDED`` variants are held to the measured rounding of the model's forward (``packing_tolerance``)."""
     rows = []
     for variant in EVENT_DECODERS[decoder]:
-        done = records.get(unit(decoder, variant)) if records else None
-        if done is None:
+        def compute():
             tol = packing_tolerance(model, single_prompts(prompt, mask)[0], gen_length) \
                 if (decoder, variant) in ROUNDED else None
-            done = event_row(model_name, model, prompt, mask, decoder, variant, gen_length, block_length,
+            return event_row(model_name, model, prompt, mask, decoder, variant, gen_length, block_length,
                              timing.sequential_seconds, tol)
-            if records:
-                records.add(unit(decoder, variant), done)
-        rows.append(Row(**done))
+        rows.append(Row(**recorded(records, unit(decoder, variant), compute)))
         if progress:
             progress()
     return rows
+
+
+def _block_rows(model_name, model, decoders, prompt, mask, gen_length, block_length, records, unit, progress, mine):
+    """A block-diffusion model's rows (harness/block_rows.py): each decoder that runs on it, at the table's block
+    length and at BLOCK_ROWS_SMALL, each row a unit of the records."""
+    rows, tolerances, timing = [], {}, []
+    for name in (d for d in block_decoders(decoders) if mine(d)):
+        for b in sorted({BLOCK_ROWS_SMALL, block_length}):  # unit_rows counts them
+            def compute():
+                if b not in tolerances:
+                    tolerances[b] = block_tolerance(model, single_prompts(prompt, mask)[0], gen_length, b)
+                if not timing:
+                    timing.append(block_sequential_seconds(model, prompt, mask, gen_length, block_length))
+                return block_row(model_name, model, prompt, mask, name, gen_length, b, timing[0], tolerances[b])
+            rows.append(Row(**recorded(records, unit(name, f"{BLOCK_VARIANT} b{b}"), compute)))
+            if progress:
+                progress()
+    return rows
+
+
+def recorded(records: Records | None, key: str, compute) -> dict:
+    """A row's fields from the records when there, else ``compute()``d and recorded."""
+    done = records.get(key) if records else None
+    if done is None:
+        done = compute()
+        if records:
+            records.add(key, done)
+    return done
 
 
 class Timing:
@@ -206,17 +237,15 @@ def speculative_rows(model_name: str, model, prompt, mask, gen_length: int, bloc
     """Rows for speculative decoding (spec/speculative.md SP3 tier E, SP4 tier A): each prompt decoded alone by
     the base decoder R (policy none: the reference; dual: the dual cache) and by its speculative form; logits
     compared at the steps both took, within the measured float32 rounding of R's forward."""
-    singles, tol, rows = single_prompts(prompt, mask), None, []
+    singles, tolerances, rows = single_prompts(prompt, mask), [], []
     for config in (c for c in SPECULATIVE if mine(speculative_variant(c))):
+        def compute():
+            if not tolerances:
+                tolerances.append(packing_tolerance(model, singles[0], gen_length))
+            return asdict(speculative_row(model_name, model, singles, config, gen_length, block_length,
+                                          timing.sequential_seconds, tolerances[0]))
         key = unit(config[0], speculative_variant(config)) if records else None
-        done = records.get(key) if records else None
-        if done is None:
-            tol = packing_tolerance(model, singles[0], gen_length) if tol is None else tol
-            done = asdict(speculative_row(model_name, model, singles, config, gen_length, block_length,
-                                          timing.sequential_seconds, tol))
-            if records:
-                records.add(key, done)
-        rows.append(Row(**done))
+        rows.append(Row(**recorded(records, key, compute)))
         if progress:
             progress()
     return rows
@@ -270,26 +299,41 @@ def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_
     turn) and returns those rows only. ``models`` (name -> (model, weights sha256)) keeps what was loaded and
     hashed for a second call (rank 0's merge pass: no reload, no second hash of an 8B checkpoint). ``compile``: a
     torch.compile backend, each decoder's compiled rows added (``compiled_rows``)."""
-    names, rows = table_models(model_name), []
-    units = [(name, unit) for name in names for unit in [*decoders, *map(speculative_variant, SPECULATIVE)]]
+    names, rows, models = table_models(model_name), [], {} if models is None else models
+    for name in names:
+        if name not in models:
+            model = loaded if loaded is not None and name == model_name else \
+                load_model(name, device=device, dtype=dtype)
+            models[name] = (model, weights_sha256(model) if records else None)
+    units = [(name, unit) for name in names for unit in table_units(models[name][0], decoders)]
     owned = {u for i, u in enumerate(units) if group.mine(i)}
-    per_decoder = len(VARIANTS) + (len(COMPILED) if compile else 0)
-    total = sum(len(EVENT_DECODERS[unit]) if unit in EVENT_DECODERS else per_decoder if unit in decoders else 1
-                for _, unit in owned)
+    total = sum(unit_rows(models[name][0], unit, decoders, block_length, compile) for name, unit in owned)
     desc = "exactness" + (f" rank {group.rank}" if group.world > 1 else "")
     with tqdm(total=total, disable=quiet, desc=desc, leave=False, position=group.rank) as bar:
-        models = {} if models is None else models
         for name in names:
-            if name not in models:
-                model = loaded if loaded is not None and name == model_name else \
-                    load_model(name, device=device, dtype=dtype)
-                models[name] = (model, weights_sha256(model) if records else None)
             model, weights = models[name]
             rows += table_for_model(name, decoders, prompts, gen_length, block_length, seed, model,
                                     progress=lambda: bar.update(1), records=records,
                                     mine=lambda unit, name=name: (name, unit) in owned, weights=weights,
                                     compile=compile)
     return rows
+
+
+def table_units(model, decoders) -> list[str]:
+    """The units a model's table is shared out by: each decoder (its rows together) and each speculative row;
+    a block-diffusion model's decoders (``block_rows``)."""
+    if is_block_model(model):
+        return block_decoders(decoders)
+    return [*(d for d in decoders if d not in SDAR_DECODERS), *map(speculative_variant, SPECULATIVE)]
+
+
+def unit_rows(model, unit: str, decoders, block_length: int, compile: str | None) -> int:
+    """How many rows a unit adds (the progress bar's total)."""
+    if is_block_model(model):
+        return len({BLOCK_ROWS_SMALL, block_length})
+    if unit in EVENT_DECODERS:
+        return len(EVENT_DECODERS[unit]) if has_llada_layout(model) else 0
+    return len(VARIANTS) + (len(COMPILED) if compile else 0) if unit in decoders else 1
 
 
 def records_for(out, model_name: str, prompts: int, gen_length: int, block_length: int, seed: int,

@@ -1,4 +1,5 @@
-"""``veridec generate``: decode a text prompt with a reference sampler (LLaDA's or Dream's) and print the text."""
+"""``veridec generate``: decode a text prompt with a reference sampler (LLaDA's, Dream's, or SDAR's block diffusion
+on a block-diffusion model) and print the text."""
 
 from __future__ import annotations
 
@@ -8,16 +9,24 @@ import time
 import torch
 from tqdm import tqdm
 
+from veridec.reference.block_diffusion import block_diffusion_generate
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.llada import generate
 from veridec.rules.dream import DreamParams
 from veridec.rules.llada import LLaDAParams
+from veridec.rules.sdar import SDARParams
 from veridec.throughput import throughput
 
 from .arguments import UsageError, check_device, check_output_file, load_model_arg
 
-LLADA_ONLY = {"block_length": "--block-length", "cfg_scale": "--cfg-scale", "remasking": "--remasking"}
+LLADA_ONLY = {"cfg_scale": "--cfg-scale", "remasking": "--remasking"}
 DREAM_ONLY = {"alg": "--alg"}
+FOREIGN = {  # the flags each sampler does not take
+    "llada": {**DREAM_ONLY},
+    "dream": {"block_length": "--block-length", **LLADA_ONLY},
+    "sdar": {**LLADA_ONLY, **DREAM_ONLY, "tokens_per_step": "--tokens-per-step"},
+}
+SDAR_BLOCK = 4  # --sampler sdar's default block length (SDAR's released chat models decode in blocks of 4)
 
 
 class ProgressModel:
@@ -29,9 +38,9 @@ class ProgressModel:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def __call__(self, x, attention_mask=None):
+    def __call__(self, x, attention_mask=None, **options):
         self.bar.update(1)
-        return self.model(x, attention_mask=attention_mask)
+        return self.model(x, attention_mask=attention_mask, **options)
 
 
 def run(args) -> int:
@@ -40,6 +49,7 @@ def run(args) -> int:
     model = load_model_arg(args.model, device)
     if model.tokenizer is None:
         raise UsageError(f"--model {args.model}: the folder has no tokenizer, so text prompts cannot be encoded")
+    check_sampler_fits(args, model)
     ids = encode_prompt(model.tokenizer, args.prompt)
     if len(ids) + args.gen_length > model.max_length:
         raise UsageError(f"--prompt ({len(ids)} tokens) + --gen-length ({args.gen_length}) exceeds the model's "
@@ -48,7 +58,8 @@ def run(args) -> int:
     decode = sampler(args, steps)  # validates every sampling argument before any forward
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    with tqdm(total=None if args.tokens_per_step else steps, disable=args.quiet, desc="decoding", leave=False) as bar:
+    total = None if args.tokens_per_step or args.sampler == "sdar" else steps
+    with tqdm(total=total, disable=args.quiet, desc="decoding", leave=False) as bar:
         decoded = decode(ProgressModel(model, bar), torch.tensor([ids], device=device))
     seconds = time.perf_counter() - start
     print(render(model, decoded.canvas[0], len(ids)))
@@ -57,7 +68,7 @@ def run(args) -> int:
                        eos_id=model.special.eos_id, mask_id=model.special.mask_id, dtype=model.dtype)
     print(f"steps {len(trace.steps)} | full forwards {trace.counters.full_forwards} | "
           f"tokens/step {trace.tokens_per_step():.2f} | {speed.summary()}")
-    warn_masks_left(decoded.canvas[0], model.special.mask_id, args.sampler)
+    warn_masks_left(shown(model, decoded.canvas[0], len(ids)), model.special.mask_id, args.sampler)
     if args.trace:
         trace.save(args.trace)
     return 0
@@ -66,11 +77,17 @@ def run(args) -> int:
 def sampler(args, steps: int):
     """The reference sampler the arguments ask for, as prompt -> Decoded; its parameters validated now (a bad
     value, or a flag the other sampler takes, is a usage error)."""
-    foreign = LLADA_ONLY if args.sampler == "dream" else DREAM_ONLY
-    given = [flag for name, flag in foreign.items() if getattr(args, name) is not None]
+    given = [flag for name, flag in FOREIGN[args.sampler].items() if getattr(args, name) is not None]
     if given:
         raise UsageError(f"{', '.join(given)} do(es) not apply to --sampler {args.sampler}")
     try:
+        if args.sampler == "sdar":
+            block = SDAR_BLOCK if args.block_length is None else args.block_length
+            kw = dict(gen_length=args.gen_length, block_length=block,
+                      denoising_steps=block if args.steps is None else args.steps, temperature=args.temperature)
+            SDARParams(**kw)
+            return lambda model, prompt: cut(block_diffusion_generate(
+                model, prompt, stopping_criteria_idx=[model.special.eos_id], **kw), prompt.shape[1] + args.gen_length)
         if args.sampler == "llada":
             kw = dict(steps=steps, gen_length=args.gen_length,
                       block_length=args.gen_length if args.block_length is None else args.block_length,
@@ -84,6 +101,26 @@ def sampler(args, steps: int):
     except ValueError as err:
         raise UsageError(str(err)) from err
     return lambda model, prompt: diffusion_generate(model, prompt, max_new_tokens=args.gen_length, **kw)
+
+
+def cut(decoded, length: int):
+    """The decode's canvas cut to ``length`` (block diffusion fills its last block past gen_length)."""
+    return decoded._replace(canvas=decoded.canvas[:, :length])
+
+
+def check_sampler_fits(args, model) -> None:
+    """--sampler sdar on a block-diffusion model (SDAR layout), the others on a bidirectional one."""
+    blocks = getattr(model, "family", None) == "sdar"
+    if blocks != (args.sampler == "sdar"):
+        kind = "a block-diffusion model (SDAR layout)" if blocks else "bidirectional (not a block-diffusion model)"
+        use = "--sampler sdar" if blocks else "--sampler llada or dream"
+        raise UsageError(f"--model {args.model} is {kind}; use {use}")
+
+
+def shown(model, canvas: torch.Tensor, prompt_length: int) -> torch.Tensor:
+    """The canvas up to the first EOS after the prompt (what ``render`` prints)."""
+    eos = (canvas[prompt_length:] == model.special.eos_id).nonzero()
+    return canvas if eos.numel() == 0 else canvas[:prompt_length + int(eos[0])]
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:

@@ -42,11 +42,12 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
-                             generator=None, published: bool = False) -> Decoded:
+                             generator=None, published: bool = False, record_logits: bool = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
     padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
-    ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions)."""
+    ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions).
+    ``record_logits``: the trace keeps the logits at each committed position."""
     if published:
         _check_published(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
@@ -57,6 +58,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
     run = BlockRun(model, params, layout, x, mask_id, trace, generators, published)
+    run.record_logits = record_logits
     run.prefill()
     for block in range(layout.first_block, layout.length // block_length):
         if not run.decode_block(block):
@@ -65,11 +67,11 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
 
 
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
-             generator=None, published: bool = False, **settings) -> Decoded:
+             generator=None, published: bool = False, record_logits: bool = False, **settings) -> Decoded:
     """``block_diffusion_generate`` in veridec's calling order (model, prompt, attention_mask, settings by name),
     as the other decoders: what ``veridec check --against sdar`` and its reproducers run."""
     return block_diffusion_generate(model, prompt, attention_mask=attention_mask, ties=ties, generator=generator,
-                                    published=published, **settings)
+                                    published=published, record_logits=record_logits, **settings)
 
 
 def _check_published(prompt: torch.Tensor, temperature: float, strategy: str) -> None:
@@ -142,6 +144,7 @@ class BlockRun:
         self.first_real = torch.tensor(layout.shift, device=x.device)  # [B] each row's canvas starts there
         self.cache = model.block_cache(*x.shape, first_real=self.first_real)
         self.stopped = [False] * batch
+        self.record_logits = False
 
     def forward(self, start: int, width: int, store: bool) -> torch.Tensor:
         """Blocks [start, start + width) of every row against the cache (one model call) -> logits [B, W, V]."""
@@ -193,7 +196,7 @@ class BlockRun:
         records = []
         for row in range(self.x.shape[0]):
             if not masked[row].any():
-                records.append(([], [], [], [], float("inf")))
+                records.append(([], [], [], [], float("inf"), []))
                 continue
             past = step >= self.params.denoising_steps and not self.published
             x0, x0_p, probs = sample_block(logits[row], self.params.temperature, self.params.top_k,
@@ -204,8 +207,9 @@ class BlockRun:
                 transfer = masked[row] if past else select(self.params, masked[row], x0_p, probs,
                                                            self.params.schedule[step])
             records.append(row_record(masked[row], transfer, x0, x0_p, logits[row], start + self.offset[row],
-                                      self.mask_id))
+                                      self.mask_id, self.record_logits))
             span = slice(start, start + len(x0))
             written = transfer if self.published else transfer & masked[row]
             self.x[row, span] = torch.where(written, x0, self.x[row, span])
-        self.trace.steps.append(StepRecord(block, *map(list, zip(*records))))
+        *fields, kept = map(list, zip(*records))
+        self.trace.steps.append(StepRecord(block, *fields, kept if self.record_logits else None))

@@ -27,9 +27,10 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              top_k: int = 0, top_p: float = 1.0,
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *, ties: str = "lowest",
-                             generator: torch.Generator | None = None) -> Decoded:
+                             generator: torch.Generator | None = None, record_logits: bool = False) -> Decoded:
     """Decode one row ``prompt`` [1, P] (BD1-BD6); returns the whole canvas [1, T], T = P + gen_length rounded up
-    to whole blocks (blocks after a stop token stay masked), and its trace (one step per denoising forward)."""
+    to whole blocks (blocks after a stop token stay masked), and its trace (one step per denoising forward;
+    ``record_logits``: with the logits at each committed position)."""
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
     if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
@@ -44,13 +45,14 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     x[:, :prompt.shape[1]] = prompt
     trace = Trace("block-diffusion-reference", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], 1)
     for block in range(prompt.shape[1] // block_length, length // block_length):
-        _decode_block(model, x, block, params, mask_id, trace, generator)
+        _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)
         if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):
             break
     return Decoded(x, trace)
 
 
-def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace: Trace, generator) -> None:
+def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace: Trace, generator,
+                  record_logits: bool = False) -> None:
     """BD5: the schedule's steps while the block has masks; then, if a sampled mask token left some, one more
     step that commits every mask left, the mask token banned (BD6.2)."""
     b = params.block_length
@@ -64,9 +66,10 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
         x0, x0_p, probs = sample_block(logits[0], params.temperature, params.top_k, params.top_p, generator,
                                        banned=mask_id if past else None)
         transfer = masked if past else select(params, masked, x0_p, probs, params.schedule[step])
-        positions, tokens, confidences, margins, gap = row_record(masked, transfer, x0, x0_p, logits[0], start,
-                                                                  mask_id)
-        trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap]))
+        positions, tokens, confidences, margins, gap, kept = row_record(masked, transfer, x0, x0_p, logits[0],
+                                                                        start, mask_id, record_logits)
+        trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap],
+                                      [kept] if record_logits else None))
         x[0, start:end] = torch.where(transfer & masked, x0, x[0, start:end])
         step += 1
 
