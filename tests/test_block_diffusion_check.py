@@ -3,6 +3,7 @@ calls as the published modelling does, the recording places the commits call by 
 decoder written from the spec alone (examples/sdar_sampler.py) against veridec's, with four broken variants
 caught."""
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from veridec.adapters import adapt
 from veridec.harness.cli import main
 from veridec.models.transformer import block_causal_bias
+from veridec.numerics import tolerance
 from veridec.recording import RecordingModel
 from veridec.testing import check_decoder, load_candidate, load_check_model
 
@@ -112,6 +114,30 @@ def test_a_broken_variant_is_caught_with_a_shrunk_case(variant):
                            max_examples=60, knobs=False)
     assert not result.passed and result.failure is not None, variant
     assert len(result.failure.case["prompt"]) == BROKEN[variant] and "--against sdar" in result.command
+
+
+def measured_block_rounding(model) -> float:
+    """numerics.tolerance of the check model's block-causal forwards (finite entries: the mask token is banned)
+    against a float64 copy, the largest over the check's block sizes, on a prompt and masks."""
+    higher = copy.deepcopy(model).double()
+    x = torch.tensor([[1, 2, 3, 4, 5, 6] + [model.special.mask_id] * 10])  # [1, 16]
+    worst = 0.0
+    for b in (1, 2, 4, 8):
+        low, high = model(x, block_size=b).logits, higher(x, block_size=b).logits
+        finite = torch.isfinite(high)
+        worst = max(worst, tolerance(low[finite], high[finite]))
+    return worst
+
+
+def test_tier_a_measures_each_block_calls_logit_error():
+    """BD9: a block call's logits against a block-causal forward of the canvas it showed. The example is within
+    the measured rounding; a decoder that stores a block's K/V before the block is final reads stale keys."""
+    model = load_check_model("tiny-sdar")
+    rounding = measured_block_rounding(model)
+    good = check_decoder(candidate("generate"), "sdar", tier="A", max_examples=20, knobs=False, **RUN)
+    stale = check_decoder(candidate("stores_before_final"), "sdar", tier="A", max_examples=20, knobs=False, **RUN)
+    assert 0 < good.metrics["max_logit_error"] <= rounding, (good.metrics, rounding)
+    assert stale.metrics["max_logit_error"] > 1000 * rounding, stale.metrics
 
 
 def published_like():

@@ -84,7 +84,10 @@ class RecordingModel:
         positions, stored or not."""
         self._count()
         self.calls.append(Call("block", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), True))
-        return self.model.forward_dynamic(tokens, positions, cache, **options)
+        output = self.model.forward_dynamic(tokens, positions, cache, **options)
+        if self.keep_logits:
+            self.calls[-1].logits = output.logits.detach().cpu()
+        return output
 
     def raw_forward(self, tokens, rope_pos, **options):
         """The Dream convention's call (veridec.adapters): a full forward unless it reads a cache."""
@@ -218,6 +221,33 @@ class RecordingModel:
             finite = torch.isfinite(want) & torch.isfinite(got)
             errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
         return errors[::-1]
+
+
+    @torch.no_grad()
+    def block_logit_errors(self, canvas: torch.Tensor, block_size: int,
+                           attention_mask: torch.Tensor | None = None) -> list[float]:
+        """Each kept block call's largest absolute logit difference (float64, finite entries) from a block-causal
+        forward (spec/block_diffusion.md BD1, blocks of ``block_size``) of the canvas it showed: the final
+        ``canvas`` [B, L] with the call's tokens at its positions, up to the end of its last block (a finished
+        block never changes again, so the final canvas holds what came before). Rows with left padding
+        (``attention_mask`` [B, P] with zeros) are left out: their canvas layout is the decoder's own."""
+        final = canvas.detach().cpu()
+        rows = [r for r in range(final.shape[0]) if attention_mask is None or bool(attention_mask[r].all())]
+        errors = []
+        for call in self.calls:
+            if call.kind != "block" or call.logits is None or not rows:
+                continue
+            end = -(-(int(call.positions[rows].max()) + 1) // block_size) * block_size
+            shown = torch.full((final.shape[0], max(end, final.shape[1])), self.model.special.mask_id,
+                               dtype=final.dtype, device="cpu")  # [B, W]
+            shown[:, :final.shape[1]] = final
+            shown.scatter_(1, call.positions, call.tokens)
+            truth = self.model(shown[rows, :end].to(self.model.device), block_size=block_size).logits.cpu()  # [R, E, V]
+            want = truth.gather(1, call.positions[rows, :, None].expand(-1, -1, truth.shape[-1])).double()  # [R, Q, V]
+            got = call.logits[rows].double()
+            finite = torch.isfinite(want) & torch.isfinite(got)
+            errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
+        return errors
 
 
 class ModuleRecording(RecordingModel):
