@@ -42,16 +42,18 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
-                             generator=None, published: bool = False, record_logits: bool = False) -> Decoded:
+                             generator=None, published: bool = False, record_logits: bool = False,
+                             after_schedule: str = "commit") -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
     padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
     ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions).
-    ``record_logits``: the trace keeps the logits at each committed position."""
+    ``record_logits``: the trace keeps the logits at each committed position. ``after_schedule="leave"``: a block
+    whose schedule is spent keeps its masks (LLaDA2.0's loop, BD12)."""
     if published:
         _check_published(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
-                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
+                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     generators = row_generators(generator, prompt.shape[0])
     layout = row_layout(prompt, attention_mask, params, model.max_length)
@@ -168,7 +170,10 @@ class BlockRun:
         if not live.any():
             return False
         step = 0
+        leave = self.params.after_schedule == "leave" and not self.published
         while (masked := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():
+            if leave and step >= self.params.denoising_steps:  # BD12: the block keeps its masks
+                break
             logits = self.forward(start, b, store=False)  # [B, b, V]
             check_logits(logits, self.trace, offset=start)
             self._step(block, step, masked, logits)

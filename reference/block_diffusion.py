@@ -27,12 +27,14 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              top_k: int = 0, top_p: float = 1.0,
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *, ties: str = "lowest",
-                             generator: torch.Generator | None = None, record_logits: bool = False) -> Decoded:
+                             generator: torch.Generator | None = None, record_logits: bool = False,
+                             after_schedule: str = "commit") -> Decoded:
     """Decode one row ``prompt`` [1, P] (BD1-BD6); returns the whole canvas [1, T], T = P + gen_length rounded up
     to whole blocks (blocks after a stop token stay masked), and its trace (one step per denoising forward;
-    ``record_logits``: with the logits at each committed position)."""
+    ``record_logits``: with the logits at each committed position). ``after_schedule="leave"``: a block whose
+    schedule is spent keeps its masks (LLaDA2.0's loop, BD12) instead of BD6.2's extra step."""
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
-                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties)
+                        confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
     if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
                          f"{tuple(prompt.shape)}")
@@ -54,12 +56,14 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
 def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace: Trace, generator,
                   record_logits: bool = False) -> None:
     """BD5: the schedule's steps while the block has masks; then, if a sampled mask token left some, one more
-    step that commits every mask left, the mask token banned (BD6.2)."""
+    step that commits every mask left, the mask token banned (BD6.2), or none (``after_schedule="leave"``)."""
     b = params.block_length
     start, end = block * b, (block + 1) * b
     step = 0
     while (masked := x[0, start:end] == mask_id).any():
         past = step >= params.denoising_steps
+        if past and params.after_schedule == "leave":
+            break
         logits = model(x[:, :end], block_size=b).logits[:, start:]  # [1, b, V]
         trace.counters.add_forward(rows=1, queries=end)
         check_logits(logits, trace, offset=start)

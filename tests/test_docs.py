@@ -162,7 +162,7 @@ def test_the_command_lines_are_found():
     tools = {program for program, _ in found if program.startswith("tools.")}
     assert tools == {"tools.mutation", "tools.golden.record", "tools.golden.wino", "tools.golden.editing",
                      "tools.gpu_check", "tools.gpu_bench", "tools.host_share", "tools.baseline", "tools.opcount",
-                     "tools.golden.sdar", "tools.block_bench",
+                     "tools.golden.sdar", "tools.golden.llada2", "tools.block_bench",
                      "tools.training.dllm", "tools.training.reward", "tools.stochastic_calibration",
                      "tools.float32_gumbel"}, tools
     assert sum(program == "veridec" for program, _ in found) >= 30

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from .common import TIES, check_choice
 
 STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic", "entropy_bounded")
+AFTER_SCHEDULE = ("commit", "leave")  # masks left past the schedule: one more step commits them, or they stay
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class SDARParams:
     eb_threshold: float | None = None
     stopping_criteria_idx: tuple[int, ...] | None = None
     ties: str = "lowest"
+    after_schedule: str = "commit"  # BD6.2 (veridec's intent) or "leave": LLaDA2.0's loop (BD12)
 
     def __post_init__(self):
         for name in ("gen_length", "block_length", "denoising_steps"):
@@ -46,6 +48,7 @@ class SDARParams:
         _check_number("confidence_threshold", self.confidence_threshold, -math.inf, math.inf)
         check_choice("remasking_strategy", self.remasking_strategy, STRATEGIES)
         check_choice("ties", self.ties, TIES)
+        check_choice("after_schedule", self.after_schedule, AFTER_SCHEDULE)
         if self.remasking_strategy == "entropy_bounded":
             if self.eb_threshold is None:
                 raise ValueError("eb_threshold must be a number > 0 with remasking_strategy='entropy_bounded'")
