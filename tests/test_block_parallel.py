@@ -11,6 +11,7 @@ from veridec.models import random_model
 from veridec.optimized.block_parallel import parallel_generate as cached_generate
 from veridec.reference.block_diffusion import parallel_generate as reference_generate
 from veridec.reference.parallel import decode as parallel_decode
+from veridec.rules.parallel import KLASS, Quota
 from veridec.rules.presets import PRESETS, preset
 
 RULES = sorted(name for name, rule in PRESETS.items() if not getattr(rule, "needs_attention", False))
@@ -55,6 +56,30 @@ def _rows_differing(model, prompts, **settings) -> list[int]:
 def test_a_padded_batch_equals_each_row_alone(name, block_length):
     model = _model()
     assert _rows_differing(model, _prompts(model), rule=preset(name), gen_length=12, block_length=block_length) == []
+
+
+# Rules whose decisions depend on the block's own bookkeeping: a quota schedule over the block's steps, and
+# KLASS with every step stable (a huge KL threshold) needing two stable steps, so its memory of a position decides:
+# a memory kept at the wrong canvas positions lets the next block commit everything at its first step.
+BOOKKEEPING = {"quota": Quota(steps_per_block=2), "klass-two-stable-steps": KLASS(confidence=0.0, kl_threshold=1e9,
+                                                                                    history=2)}
+
+
+@pytest.mark.parametrize("name", sorted(BOOKKEEPING))
+def test_a_batch_keeps_each_blocks_own_bookkeeping(name):
+    model = _model()
+    assert _rows_differing(model, _prompts(model), rule=BOOKKEEPING[name], gen_length=12, block_length=4) == []
+
+
+@pytest.mark.parametrize("fn", [cached_generate, reference_generate])
+def test_klass_memory_starts_fresh_in_each_block(fn):
+    """Each block's first step has no stable position yet: it commits only its top-ranked candidate (fallback)."""
+    model = _model()
+    decoded = fn(model, torch.tensor([_prompts(model)[1]]), rule=BOOKKEEPING["klass-two-stable-steps"],
+                 gen_length=12, block_length=4)
+    first_steps = [next(s for s in decoded.trace.steps if s.block == block)
+                   for block in sorted({s.block for s in decoded.trace.steps})]
+    assert len(first_steps) == 3 and all(len(s.positions[0]) == 1 for s in first_steps)
 
 
 def test_a_batch_in_float32_equals_each_row_alone():
@@ -131,6 +156,7 @@ def test_padding_seen_by_real_queries_is_caught():
     (dict(rule=preset("fastdllm"), block_length=0), "block_length"),
     (dict(rule=preset("fastdllm"), gen_length=0), "gen_length"),
     (dict(rule=preset("fastdllm"), remasking="best"), "remasking"),
+    (dict(rule=preset("fastdllm"), ties="highest"), "ties"),
     (dict(rule=preset("fastdllm"), stopping_criteria_idx="eos"), "stopping_criteria_idx"),
     (dict(rule=preset("fastdllm"), gen_length=5000), "max_length")])
 def test_settings_are_refused_by_name(fn, settings, named):

@@ -225,7 +225,7 @@ class RecordingModel:
 
     @torch.no_grad()
     def block_logit_errors(self, canvas: torch.Tensor, block_size: int,
-                           attention_mask: torch.Tensor | None = None) -> list[float]:
+                           attention_mask: torch.Tensor | None) -> list[float]:
         """Each kept block call's largest absolute logit difference (float64, finite entries) from a block-causal
         forward (spec/block_diffusion.md BD1, blocks of ``block_size``) of the canvas it showed: the final
         ``canvas`` [B, L] with the call's tokens at its positions, up to the end of its last block (a finished
