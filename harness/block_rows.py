@@ -25,7 +25,7 @@ from veridec.reference.block_diffusion import parallel_generate as parallel_refe
 from veridec.rules.presets import PRESETS
 from veridec.trace import StepRecord, Trace
 
-from .workloads import single_prompts
+from .workloads import row_tokens_per_step, single_prompts
 
 SDAR_DECODERS = {  # name -> the published sampler's settings, greedy (BD6.1), denoising steps = block length / 2
     "sdar-static": dict(remasking_strategy="low_confidence_static"),
@@ -83,12 +83,11 @@ def block_row(model_name: str, model, prompt, mask, name: str, gen_length: int, 
     expected, expected_canvas = batch_of(alone, prompt, mask, batch.canvas.shape[1], model.special.mask_id)
     comparison = compare_traces(expected, batch.trace, expected_canvas, batch.canvas, numeric_error=tol)
     counters, n = batch.trace.counters, prompt.shape[0]
-    per_call = batch.trace.tokens_committed() / max(counters.model_calls, 1)
     return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", tier="E", prompts=n,
                 commit_order_match=round(comparison.commit_order_match_rate, 4),
                 token_match=round(comparison.token_match_rate, 4), max_logit_error=comparison.max_logit_error or 0.0,
                 full_forwards=counters.full_forwards, positions_per_prompt=round(counters.query_positions / n, 1),
-                tokens_per_step=round(per_call, 3), seconds=round(seconds, 3),
+                tokens_per_step=round(row_tokens_per_step(batch.trace), 3), seconds=round(seconds, 3),
                 speedup_vs_sequential=round(sequential_seconds / seconds, 2) if seconds else math.inf,
                 hmm_nll_per_token=None, logit_tolerance=tol)
 

@@ -19,14 +19,14 @@ from veridec.models.tiny import never_predicts_mask
 
 TINY = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar"}
 ORACLES = ("oracle-joint", "oracle-hmm")  # exact conditionals: tier S holds samples against exact laws
-MODEL_NAMES = ("default", "hmm", *TINY, *ORACLES)
+MODEL_NAMES = ("default", "hmm", "blocks", *TINY, *ORACLES)
 TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
 LOGIT_SCALE = 4.0
 
 
 def load_check_model(name: str = "default", device: str | torch.device = "cpu"):
-    """The model ``name`` names: default | hmm | tiny-llada | tiny-dream | tiny-sdar | oracle-joint | oracle-hmm |
-    a model folder."""
+    """The model ``name`` names: default | hmm | blocks | tiny-llada | tiny-dream | tiny-sdar | oracle-joint |
+    oracle-hmm | a model folder."""
     if name in TINY:
         return tiny_check_model(TINY[name]).to(device)
     if name in ORACLES:

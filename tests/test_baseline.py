@@ -16,7 +16,7 @@ SUITE_GEN_LENGTHS = (64,)
 
 @pytest.fixture(scope="module")
 def records():
-    return baseline.run_cases(SUITE_GEN_LENGTHS)
+    return {**baseline.run_cases(SUITE_GEN_LENGTHS), **baseline.run_block_cases(SUITE_GEN_LENGTHS)}
 
 
 def test_counters_stay_within_tolerance_of_the_baseline(records):
@@ -29,7 +29,20 @@ def test_counters_stay_within_tolerance_of_the_baseline(records):
 
 def test_reference_rows_agree_with_themselves(records):
     assert all(r["token_match"] == 1 and r["commit_order_match"] == 1
-               for name, r in records.items() if "/reference/" in name)
+               for name, r in records.items() if "/reference/" in name or "/reference-b" in name)
+
+
+def test_the_block_cache_is_exact_and_cheaper_than_its_reference(records):
+    """BD8, BD11 on the shipped block-diffusion model: the cached batch commits as each prompt alone, with no full
+    forward and fewer query positions than the reference's full block-causal forwards."""
+    blocks = {name: r for name, r in records.items() if name.startswith("blocks/")}
+    assert len(blocks) == len(baseline.BLOCK_DECODERS) * 2 * len(baseline.BLOCK_SIZES) * len(SUITE_GEN_LENGTHS)
+    for name, r in blocks.items():
+        if "/cached-" in name:
+            reference = blocks[name.replace("/cached-", "/reference-")]
+            assert r["token_match"] == 1 and r["commit_order_match"] == 1, name
+            assert r["full_forwards"] == 0 < reference["full_forwards"], name
+            assert r["positions_per_prompt"] < reference["positions_per_prompt"], name
 
 
 def test_the_gate_fails_on_regressions():
@@ -53,5 +66,7 @@ def test_the_gate_fails_on_regressions():
 def test_the_suite_runs_a_length_the_baseline_holds_for_every_case():
     cases = baseline.load(BASELINE)
     at = baseline.cases_at(cases, SUITE_GEN_LENGTHS)
-    assert len(at) == len(baseline.DECODERS) * len(baseline.VARIANTS) == len(cases) // len(baseline.GEN_LENGTHS)
+    per_length = len(baseline.DECODERS) * len(baseline.VARIANTS) + len(baseline.BLOCK_DECODERS) * 2 * len(
+        baseline.BLOCK_SIZES)
+    assert len(at) == per_length == len(cases) // len(baseline.GEN_LENGTHS)
     assert baseline.cases_at({"a/dual/gen64": {}, "a/dual/gen640": {}}, (64,)) == {"a/dual/gen64": {}}

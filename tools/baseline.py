@@ -1,10 +1,11 @@
 """The committed counter baseline and the CI regression gate (benchmarks/baseline.json, spec/exactness.md E5).
 
-Each benchmark case (decoder x variant x gen length) on the shipped default model records deterministic
-numbers: full forwards, query positions per prompt, tokens per step, and agreement with the same decoder's
-reference decode (token match, commit-order match). ``regressions`` holds a new run against the baseline with
-the tolerances below; improvements never fail. The suite holds the gate at gen 64 (tests/test_baseline.py);
-the whole grid and the speed floors by hand:
+Each benchmark case (decoder x variant x gen length) on the shipped default model, and on the shipped
+block-diffusion model (``blocks/`` cases: decoder x {reference, cached} x block 4 and 32, spec/block_diffusion.md
+BD8, BD11), records deterministic numbers: full forwards, query positions per prompt, tokens per step, and
+agreement with the same decoder's reference decode (token match, commit-order match). ``regressions`` holds a new
+run against the baseline with the tolerances below; improvements never fail. The suite holds the gate at gen 64
+(tests/test_baseline.py); the whole grid and the speed floors by hand:
 
     python -m tools.baseline                # hold this machine's counters against benchmarks/baseline.json
     python -m tools.baseline --update       # rewrite it after an intended change; review its diff
@@ -26,11 +27,14 @@ from veridec.models.shipped import load_model
 from veridec.rules.presets import PRESETS
 
 from veridec.harness.arguments import UsageError, check_output_file
-from veridec.harness.workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant
+from veridec.harness.block_rows import batch_of, decoder_pair
+from veridec.harness.workloads import BLOCK, prompts_for, row_tokens_per_step, run_variant, single_prompts
 
 DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq")
 VARIANTS = ("reference", "prefix", "dual")  # "optimized" without cache is Tier E: the reference's counters
 GEN_LENGTHS = (64, 128, 256)
+BLOCK_DECODERS = ("sequential", "fastdllm", "sdar-static")  # on the shipped block-diffusion model
+BLOCK_SIZES = (4, BLOCK)
 PROMPTS, SEED = 4, 0
 BASELINE = Path(__file__).resolve().parents[1] / "benchmarks" / "baseline.json"  # in the source tree
 # Allowed regression before the gate fails: relative for costs and throughput, absolute for agreement. Counters
@@ -67,6 +71,47 @@ def run_cases(gen_lengths=GEN_LENGTHS, decoders=DECODERS, variants=VARIANTS, mod
     return records
 
 
+def run_block_cases(gen_lengths=GEN_LENGTHS, model=None) -> dict[str, dict]:
+    """The block-diffusion cases -> {case name: record}: the reference on each prompt alone (its counters summed),
+    the cached decoder on the left-padded batch, both compared with the reference laid out as the batch."""
+    model = load_model("blocks", dtype=torch.float32) if model is None else model
+    prompt, mask = prompts_for("blocks", model, PROMPTS, SEED)
+    records = {}
+    for gen in gen_lengths:
+        for decoder in BLOCK_DECODERS:
+            for b in BLOCK_SIZES:
+                reference, cached = decoder_pair(decoder, b)
+                start = time.perf_counter()
+                batch = cached(model, prompt, mask, gen_length=gen)
+                cached_seconds = time.perf_counter() - start
+                start = time.perf_counter()
+                alone = [reference(model, single, gen_length=gen) for single in single_prompts(prompt, mask)]
+                reference_seconds = time.perf_counter() - start
+                expected, canvas = batch_of(alone, prompt, mask, batch.canvas.shape[1], model.special.mask_id)
+                expected.counters = _summed(alone)
+                runs = {"reference": (expected, canvas, reference_seconds),
+                        "cached": (batch.trace, batch.canvas, cached_seconds)}
+                for variant, (trace, out, seconds) in runs.items():
+                    comparison = compare_traces(expected, trace, canvas, out)
+                    records[f"blocks/{decoder}/{variant}-b{b}/gen{gen}"] = {
+                        "full_forwards": trace.counters.full_forwards,
+                        "positions_per_prompt": trace.counters.query_positions / PROMPTS,
+                        "tokens_per_step": round(row_tokens_per_step(trace), 4),
+                        "token_match": round(comparison.token_match_rate, 4),
+                        "commit_order_match": round(comparison.commit_order_match_rate, 4),
+                        "seconds": round(seconds, 4)}
+    return records
+
+
+def _summed(decodes):
+    """The counters of single decodes added up."""
+    total = type(decodes[0].trace.counters)()
+    for decoded in decodes:
+        for name, value in vars(decoded.trace.counters).items():
+            setattr(total, name, getattr(total, name) + value)
+    return total
+
+
 def regressions(current: dict[str, dict], baseline: dict[str, dict]) -> list[str]:
     """One line per metric of a baseline case that got worse beyond TOLERANCE (or a case that vanished)."""
     problems = []
@@ -98,7 +143,7 @@ def cases_at(cases: dict[str, dict], gen_lengths) -> dict[str, dict]:
 
 def write(records: dict[str, dict], path: Path = BASELINE) -> None:
     deterministic = {name: {k: v for k, v in r.items() if k != "seconds"} for name, r in records.items()}
-    meta = {"model": "default", "prompts": PROMPTS, "block_length": BLOCK, "seed": SEED,
+    meta = {"models": ["default", "blocks"], "prompts": PROMPTS, "block_length": BLOCK, "seed": SEED,
             "torch": torch.__version__, "written": time.strftime("%Y-%m-%d")}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps({"meta": meta, "tolerance": TOLERANCE, "cases": deterministic}, indent=1) + "\n")
@@ -155,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    records = run_cases(gens)
+    records = {**run_cases(gens), **run_block_cases(gens)}
     if args.update:
         write(records, args.file)
         print(f"wrote {len(records)} cases to {args.file}")
