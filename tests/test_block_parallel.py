@@ -58,10 +58,11 @@ def test_a_padded_batch_equals_each_row_alone(name, block_length):
     assert _rows_differing(model, _prompts(model), rule=preset(name), gen_length=12, block_length=block_length) == []
 
 
-# Rules whose decisions depend on the block's own bookkeeping: a quota schedule over the block's steps, and
+# Rules whose decisions depend on the block's own bookkeeping: a quota schedule over the block's steps (3 steps over
+# 4 masks: 2, 1, 1, so a step counted from the decode's start gives a later block 1 at its first step), and
 # KLASS with every step stable (a huge KL threshold) needing two stable steps, so its memory of a position decides:
 # a memory kept at the wrong canvas positions lets the next block commit everything at its first step.
-BOOKKEEPING = {"quota": Quota(steps_per_block=2), "klass-two-stable-steps": KLASS(confidence=0.0, kl_threshold=1e9,
+BOOKKEEPING = {"quota": Quota(steps_per_block=3), "klass-two-stable-steps": KLASS(confidence=0.0, kl_threshold=1e9,
                                                                                     history=2)}
 
 
@@ -162,3 +163,17 @@ def test_padding_seen_by_real_queries_is_caught():
 def test_settings_are_refused_by_name(fn, settings, named):
     with pytest.raises(ValueError, match=named):
         fn(_model(), torch.tensor([[1, 2, 3]]), **settings)
+
+
+@pytest.mark.parametrize("cache", [None, "none", "dual"])
+def test_the_parallel_decoders_refuse_an_unknown_ties_by_name(cache):
+    """check_sampling, which the block decoders share with spec/parallel.md's: ties lowest or torch only."""
+    from veridec.optimized.parallel import decode as optimized_decode
+
+    model, prompt = _model(), torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="ties"):
+        if cache is None:
+            parallel_decode(model, prompt, rule=preset("fastdllm"), gen_length=4, block_length=4, ties="highest")
+        else:
+            optimized_decode(model, prompt, rule=preset("fastdllm"), cache=cache, gen_length=4, block_length=4,
+                             ties="highest")
