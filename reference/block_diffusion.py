@@ -35,22 +35,29 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     schedule is spent keeps its masks (LLaDA2.0's loop, BD12) instead of BD6.2's extra step."""
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
-    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
-        raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
-                         f"{tuple(prompt.shape)}")
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
-    if length > model.max_length:
-        raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
-                         f"{block_length}, exceeds the model's max_length {model.max_length}")
-    x = torch.full((1, length), mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
-    x[:, :prompt.shape[1]] = prompt
+    x = one_row_canvas(model, prompt, gen_length, block_length, mask_id)  # [1, T]
+    length = x.shape[1]
     trace = Trace("block-diffusion-reference", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], 1)
     for block in range(prompt.shape[1] // block_length, length // block_length):
         _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)
         if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):
             break
     return Decoded(x, trace)
+
+
+def one_row_canvas(model, prompt: torch.Tensor, gen_length: int, block_length: int, mask_id: int) -> torch.Tensor:
+    """BD2: one row ``prompt`` [1, P], then masks up to whole blocks -> the canvas [1, T]."""
+    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
+                         f"{tuple(prompt.shape)}")
+    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
+    if length > model.max_length:
+        raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
+                         f"{block_length}, exceeds the model's max_length {model.max_length}")
+    x = torch.full((1, length), mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
+    x[:, :prompt.shape[1]] = prompt
+    return x
 
 
 def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace: Trace, generator,
@@ -93,16 +100,9 @@ def parallel_generate(model, prompt: torch.Tensor, *, rule, gen_length: int = 12
     check_sampling(temperature, remasking, ties)
     check_block_rule(rule)
     params = SDARParams(gen_length, block_length, stopping_criteria_idx=stopping_criteria_idx, ties=ties)
-    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
-        raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
-                         f"{tuple(prompt.shape)}")
     mask_id = model.special.mask_id if mask_id is None else mask_id
-    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
-    if length > model.max_length:
-        raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
-                         f"{block_length}, exceeds the model's max_length {model.max_length}")
-    x = torch.full((1, length), mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
-    x[:, :prompt.shape[1]] = prompt
+    x = one_row_canvas(model, prompt, gen_length, block_length, mask_id)  # [1, T]
+    length = x.shape[1]
     trace = Trace(f"{rule.name}-blocks-reference",
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt.shape[1], 1)
     state = new_state(rule, 1, length, x.device)

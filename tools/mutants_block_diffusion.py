@@ -204,8 +204,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-ref-partial-block-skipped",
         "reference/block_diffusion.py",
-        "    for block in range(prompt.shape[1] // block_length, length // block_length):\n",
-        "    for block in range(-(-prompt.shape[1] // block_length), length // block_length):\n",
+        "    for block in range(prompt.shape[1] // block_length, length // block_length):\n"
+        "        _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)\n",
+        "    for block in range(-(-prompt.shape[1] // block_length), length // block_length):\n"
+        "        _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)\n",
         "decoding starts after the block that holds the prompt's last P mod b tokens: its masks are never "
         "decoded and stay masks in the returned canvas",
         "spec/block_diffusion.md BD2", DECODE,
@@ -231,7 +233,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-ref-stop-in-prompt",
         "reference/block_diffusion.py",
+        "        _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)\n"
         "        if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):\n",
+        "        _decode_block(model, x, block, params, mask_id, trace, generator, record_logits)\n"
         "        if _stopped(x[0], params.stopping_criteria_idx):\n",
         "the stop rule looks at the whole canvas, prompt included: a prompt holding a stop id ends the decode "
         "after its first block",
@@ -268,9 +272,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-opt-last-block-not-live",
         "optimized/block_diffusion.py",
-        "        live = torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, "
+        "        return torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, "
         "self.layout.ends)],\n",
-        "        live = torch.tensor([not stop and end < last for stop, last in zip(self.stopped, "
+        "        return torch.tensor([not stop and end < last for stop, last in zip(self.stopped, "
         "self.layout.ends)],\n",
         "a row's last block counts as past its canvas: it is never decoded and stays masked",
         "spec/block_diffusion.md BD8.2", RULE,

@@ -132,15 +132,6 @@ MUTANTS: list[Mutant] = [
     ),
     # --- optimized/block_diffusion.py: helpers both cached decoders share -------------------------------------
     Mutant(
-        "bd-live-rows-last-block-skipped",
-        "optimized/block_diffusion.py",
-        "        return torch.tensor([not stop and end <= last for stop, last in zip(self.stopped, self.layout.ends)],\n",
-        "        return torch.tensor([not stop and end < last for stop, last in zip(self.stopped, self.layout.ends)],\n",
-        "a row is live only while its canvas extends past the block's end: each row's last block is never "
-        "decoded (its masks stay in the output)",
-        "spec/block_diffusion.md BD8.2", (BP, ROWS, BD),
-    ),
-    Mutant(
         "bd-output-from-canvas-start",
         "optimized/block_diffusion.py",
         "        out[row, pad:pad + end - shift] = x[row, shift:end]\n",
