@@ -23,6 +23,8 @@ from veridec.decoding import check_logits
 from veridec.rules.sdar import SDARParams, published_select, row_record, sample_block, select
 from veridec.trace import Decoded, StepRecord, Trace
 
+from .compiled import compiled
+
 
 @dataclass
 class Layout:
@@ -43,17 +45,19 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
                              generator=None, published: bool = False, record_logits: bool = False,
-                             after_schedule: str = "commit") -> Decoded:
+                             after_schedule: str = "commit", compile: bool | dict = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
     padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
     ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions).
     ``record_logits``: the trace keeps the logits at each committed position. ``after_schedule="leave"``: a block
-    whose schedule is spent keeps its masks (LLaDA2.0's loop, BD12)."""
+    whose schedule is spent keeps its masks (LLaDA2.0's loop, BD12). ``compile``: True (or torch.compile options)
+    runs the block calls compiled, one graph per shape (``veridec.optimized.compiled``); the loop is the same."""
     if published:
         _check_published(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
+    model = compiled(model, compile)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     generators = row_generators(generator, prompt.shape[0])
     layout = row_layout(prompt, attention_mask, params, model.max_length)

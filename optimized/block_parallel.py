@@ -20,6 +20,7 @@ from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
 from .block_diffusion import BlockRun, layout_canvas, layout_output, row_layout
+from .compiled import compiled
 
 
 @torch.no_grad()
@@ -27,14 +28,16 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
                       gen_length: int = 128, block_length: int = 8, temperature: float = 0.0,
                       remasking: str = "low_confidence", ties: str = "lowest", stopping_criteria_idx=None,
                       mask_id: int | None = None, generator: torch.Generator | None = None,
-                      record_logits: bool = False) -> Decoded:
+                      record_logits: bool = False, compile: bool | dict = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` is 0) with ``rule`` in blocks of
     ``block_length``; returns each row's canvas after its padding as given (BD8.2's layout) and the trace. At
     temperature 0 every row equals its ``veridec.reference.block_diffusion.parallel_generate`` decode; sampled,
-    the batch draws over [B, b, V] with one generator (a row alone draws over [1, b, V])."""
+    the batch draws over [B, b, V] with one generator (a row alone draws over [1, b, V]). ``compile``: the block
+    calls compiled (``veridec.optimized.compiled``), the loop and the rule the same."""
     check_sampling(temperature, remasking, ties)
     check_block_rule(rule)
     params = SDARParams(gen_length, block_length, stopping_criteria_idx=stopping_criteria_idx, ties=ties)
+    model = compiled(model, compile)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     layout = row_layout(prompt, attention_mask, params, model.max_length)
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]

@@ -5,10 +5,11 @@
                                              compile=True)
 
 ``compiled(model)`` wraps a ``BidirectionalTransformer`` (or anything with its ``raw_forward`` core): its
-``prefill`` (the refresh forward), ``forward_cached`` (the cached block step) and full forward are the model's
-own methods, unchanged, whose core ``raw_forward`` is captured by ``torch.compile(fullgraph=True,
-dynamic=False)``, by default ``backend="inductor", mode="reduce-overhead"`` (CUDA graphs on a GPU). The decoders
-and their rules are not touched: ``decode(..., compile=True)`` hands them the wrapper instead of the model.
+``prefill`` (the refresh forward), ``forward_cached`` (the cached block step), ``forward_blocks`` (block
+diffusion's call) and full forward are the model's own methods, unchanged, whose core ``raw_forward`` is captured
+by ``torch.compile(fullgraph=True, dynamic=False)``, by default ``backend="inductor", mode="reduce-overhead"``
+(CUDA graphs on a GPU). The decoders and their rules are not touched: ``decode(..., compile=True)`` hands them the
+wrapper instead of the model.
 
 - Static shapes, one graph per shape: the dual cache's block step always has the block's shape [B, block]
   against a cache of the canvas's length; the refresh has the canvas's [B, L] (a prefix step's window shrinks
@@ -16,7 +17,8 @@ and their rules are not touched: ``decode(..., compile=True)`` hands them the wr
 - The K/V cache is static: one per (batch, canvas length), allocated once, its tensors marked as static
   addresses, refilled in place by every refresh (CUDA graphs replay on the same memory).
 - What reads the host stays outside the graph: whether the keys are padded (read once per call from the key
-  mask when the caller did not say) and the cache's write counter (added after the call).
+  mask when the caller did not say), the check that an additive bias leaves every query a key (the bias is then
+  built before the graph) and the cache's write counter (added after the call).
 - The logits are copied out of the graph's output buffer (a CUDA graph overwrites it at its next replay).
 
 Compiled equals eager exactly where the backend runs the eager kernels (``backend="aot_eager"``: same trace,
@@ -98,6 +100,23 @@ class CompiledModel:
     def forward_cached(self, tokens, positions, cache: KVCache, **kwargs) -> PredictorOutput:
         return self._core.forward_cached(tokens, positions, cache, **kwargs)
 
+    def forward_blocks(self, tokens, start: int, cache: KVCache, block_size: int, **kwargs) -> PredictorOutput:
+        """Block diffusion's call (spec/block_diffusion.md BD8.1): the model's own, its core compiled."""
+        return self._core.forward_blocks(tokens, start, cache, block_size, **kwargs)
+
+    def block_cache(self, batch: int, length: int, first_real: torch.Tensor | None = None) -> KVCache:
+        """The static cache of a [batch, length] canvas as an empty block cache: every key unmasked, RoPE counted
+        from ``first_real``. Slots a decode has not written yet hold an earlier decode's keys; the block bias hides
+        every slot that is not a finished block of the row's own canvas (BD8), so they are never read."""
+        cache = self.static_cache(batch, length)
+        cache.key_mask.fill_(True)
+        if first_real is None:
+            cache.rope_offset.zero_()
+        else:
+            cache.rope_offset.copy_(first_real)
+        cache.writes, cache.padded = 0, False
+        return cache
+
     def static_cache(self, batch: int, length: int) -> KVCache:
         """The cache of a [batch, length] canvas, allocated once; its tensors keep their addresses."""
         if (batch, length) not in self._caches:
@@ -112,6 +131,9 @@ class CompiledModel:
         """The compiled core, called as the model's own ``raw_forward``: host reads before and after it."""
         if padded is None:  # the model reads it from the key mask: here, outside the graph
             padded = key_mask is not None and not bool(key_mask.all())
+        if kwargs.get("attn_bias") is not None:  # its check reads the host: the whole bias is built here, checked
+            kwargs["attn_bias"] = self.model._bias(key_mask, kwargs["attn_bias"], tokens.shape[1], padded)
+            key_mask, padded, kwargs["check_bias"] = None, False, False
         view = None if cache is None else KVCache(cache.keys, cache.values, cache.key_mask, cache.rope_offset,
                                                   writes=0, padded=cache.padded)  # no guard on the total writes
         torch.compiler.cudagraph_mark_step_begin()

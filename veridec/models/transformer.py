@@ -251,15 +251,17 @@ class BidirectionalTransformer(nn.Module):
 
     # ---------------------------------------------------------------- the core
     def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
-                    slots=None, output_attentions: bool = False, padded: bool | None = None) -> PredictorOutput:
+                    slots=None, output_attentions: bool = False, padded: bool | None = None,
+                    check_bias: bool = True) -> PredictorOutput:
         """tokens, rope_pos [B, Q] -> raw logits [B, Q, V] (query-aligned, no Dream realignment).
 
         key_mask [B, Lk] bool (False = never attend); attn_bias additive, broadcastable to [B, H, Q, Lk].
         With a cache and ``slots`` [B, Q]: new K/V are written at ``slots`` and Lk = L; with a cache and no
         slots: Lk = L + Q (cache, then the queries' own K/V), the cache unchanged; without a cache: Lk = Q.
         ``padded``: whether key_mask masks any key, when the caller knows (else read from key_mask).
+        ``check_bias=False``: the caller has checked that the bias leaves every query a key (a host read).
         """
-        bias = self._bias(key_mask, attn_bias, tokens.shape[1], padded)
+        bias = self._bias(key_mask, attn_bias, tokens.shape[1], padded, check_bias)
         cos, sin = rope_cos_sin(rope_pos, self.cfg.head_dim, self.cfg.rope_theta)
         h = self.embed(tokens)  # [B, Q, hidden]
         attentions = []
@@ -288,7 +290,7 @@ class BidirectionalTransformer(nn.Module):
 
         return write
 
-    def _bias(self, key_mask, attn_bias, n_queries: int, padded: bool | None = None):
+    def _bias(self, key_mask, attn_bias, n_queries: int, padded: bool | None = None, check: bool = True):
         """Additive bias [B|1, 1|H, Q|1, Lk] from a key mask and an optional user bias; None when neither."""
         bias = None
         if padded is None:
@@ -300,7 +302,7 @@ class BidirectionalTransformer(nn.Module):
             attn_bias = attn_bias.to(self.dtype)
             bias = attn_bias if bias is None else bias + attn_bias
             full = torch.broadcast_shapes(bias.shape, (1, 1, n_queries, bias.shape[-1]))
-            if torch.isneginf(bias.expand(full)).all(dim=-1).any():
+            if check and torch.isneginf(bias.expand(full)).all(dim=-1).any():
                 raise ValueError("attn_bias leaves a query with no key to attend to")
         return bias
 
