@@ -63,8 +63,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     layout = row_layout(prompt, attention_mask, params, model.max_length)
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = BlockRun(model, params, layout, x, mask_id, trace, generators, published)
-    run.record_logits = record_logits
+    run = BlockRun(model, params, layout, x, mask_id, trace, generators, published, record_logits)
     run.prefill()
     for block in range(layout.first_block, layout.length // block_length):
         if not run.decode_block(block):
@@ -141,16 +140,16 @@ def layout_output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id
 class BlockRun:
     """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
 
-    def __init__(self, model, params, layout, x, mask_id, trace, generators, published=False):
+    def __init__(self, model, params, layout, x, mask_id, trace, generators, published=False, record_logits=False):
         self.model, self.params, self.layout, self.x, self.mask_id = model, params, layout, x, mask_id
         self.trace, self.generators, self.published = trace, generators, published
+        self.record_logits = record_logits
         batch = x.shape[0]
         self.offset = [prompt_pad - shift for prompt_pad, shift in zip(
             [trace.prompt_length - len(p) for p in layout.prompts], layout.shift)]  # canvas -> output position
         self.first_real = torch.tensor(layout.shift, device=x.device)  # [B] each row's canvas starts there
         self.cache = model.block_cache(*x.shape, first_real=self.first_real)
         self.stopped = [False] * batch
-        self.record_logits = False
 
     def forward(self, start: int, width: int, store: bool) -> torch.Tensor:
         """Blocks [start, start + width) of every row against the cache (one model call) -> logits [B, W, V]."""

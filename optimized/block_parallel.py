@@ -44,9 +44,8 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
     trace = Trace(f"{rule.name}-blocks-cached",
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt.shape[1],
                   x.shape[0])
-    run = ParallelRun(model, params, layout, x, mask_id, trace, [generator] * x.shape[0])
-    run.rule, run.record_logits, run.state = rule, record_logits, new_state(rule, *x.shape, x.device)
-    run.sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
+    sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
+    run = ParallelRun(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
     run.prefill()
     for block in range(layout.first_block, layout.length // block_length):
         if not run.decode_block(block):
@@ -55,7 +54,12 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
 
 
 class ParallelRun(BlockRun):
-    """BlockRun whose blocks are decoded by a parallel rule."""
+    """BlockRun whose blocks are decoded by a parallel rule; ``state``: the rule's memory over the canvas."""
+
+    def __init__(self, model, params, layout, x, mask_id, trace, rule, sampling: dict, record_logits: bool):
+        super().__init__(model, params, layout, x, mask_id, trace, [sampling["generator"]] * x.shape[0],
+                         record_logits=record_logits)
+        self.rule, self.sampling, self.state = rule, sampling, new_state(rule, *x.shape, x.device)
 
     def decode_block(self, block: int) -> bool:
         """The rule's steps while a live row has masks in the block (rows whose block is done wait), then the
