@@ -5,6 +5,9 @@ wall clock and tokens per second (``veridec.throughput``), the outputs checked e
 
     python -m tools.block_bench --out benchmarks/block-diffusion   # gen 256, blocks 4, 8, 32 (a few minutes)
     python -m tools.block_bench --tiny                             # seconds: what tests/test_block_bench.py runs
+    python -m tools.block_bench --rule fastdllm --out benchmarks/block-parallel   # a parallel rule inside blocks
+
+``--rule PRESET``: veridec's parallel rule inside blocks (spec/block_diffusion.md BD11) instead of SDAR's sampler.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import torch
 from veridec.files import write_text_atomic
 from veridec.models import random_model
 from veridec.optimized.block_diffusion import block_diffusion_generate as cached
+from veridec.optimized.block_parallel import parallel_generate as cached_parallel
 from veridec.reference.block_diffusion import block_diffusion_generate as reference
+from veridec.reference.block_diffusion import parallel_generate as reference_parallel
+from veridec.rules.presets import PRESETS, preset
 from veridec.throughput import Throughput, device_name, generated_tokens
 
 SIZES = dict(num_layers=4, hidden_size=512, num_heads=8, num_kv_heads=8, intermediate_size=1024, vocab_size=8192)
@@ -27,10 +33,13 @@ TINY = dict(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=1, intermedi
 SETTINGS = dict(temperature=0.0, remasking_strategy="low_confidence_dynamic", confidence_threshold=0.9)
 
 
-def measure(decoder, model, prompt, gen_length: int, block_length: int) -> tuple[dict, torch.Tensor]:
+def measure(decoder, model, prompt, gen_length: int, block_length: int, rule: str | None = None
+            ) -> tuple[dict, torch.Tensor]:
+    """One decode by ``decoder``: SDAR's sampler (``SETTINGS``, steps = block length) or, with ``rule``, a
+    parallel rule inside blocks."""
+    settings = dict(rule=preset(rule)) if rule else dict(denoising_steps=block_length, **SETTINGS)
     start = time.perf_counter()
-    decoded = decoder(model, prompt, gen_length=gen_length, block_length=block_length,
-                      denoising_steps=block_length, **SETTINGS)
+    decoded = decoder(model, prompt, gen_length=gen_length, block_length=block_length, **settings)
     seconds = time.perf_counter() - start
     counters = decoded.trace.counters
     speed = Throughput(generated_tokens(decoded.canvas, prompt.shape[1], model.special.eos_id, model.special.mask_id),
@@ -40,23 +49,25 @@ def measure(decoder, model, prompt, gen_length: int, block_length: int) -> tuple
             "full_forwards": counters.full_forwards}, decoded.canvas
 
 
-def run(sizes: dict, prompt_length: int, gen_length: int, blocks: list[int], seed: int = 0) -> dict:
+def run(sizes: dict, prompt_length: int, gen_length: int, blocks: list[int], seed: int = 0,
+        rule: str | None = None) -> dict:
     model = random_model("sdar", seed, **sizes)
     prompt = torch.randint(0, 90, (1, prompt_length), generator=torch.Generator().manual_seed(seed))
-    measure(cached, model, prompt, block_length=blocks[0], gen_length=blocks[0])  # warm up (first calls)
-    measure(reference, model, prompt, block_length=blocks[0], gen_length=blocks[0])
+    slow, quick = (reference_parallel, cached_parallel) if rule else (reference, cached)
+    measure(quick, model, prompt, block_length=blocks[0], gen_length=blocks[0], rule=rule)  # warm up
+    measure(slow, model, prompt, block_length=blocks[0], gen_length=blocks[0], rule=rule)
     rows = []
     for block in blocks:
-        ours, slow_canvas = measure(reference, model, prompt, gen_length, block)
-        fast, fast_canvas = measure(cached, model, prompt, gen_length, block)
+        ours, slow_canvas = measure(slow, model, prompt, gen_length, block, rule)
+        fast, fast_canvas = measure(quick, model, prompt, gen_length, block, rule)
         if not torch.equal(slow_canvas, fast_canvas):
             raise AssertionError(f"block {block}: the cached decoder's output differs from the reference's")
         rows.append({"block_length": block, "reference": ours, "cached": fast,
                      "speedup": round(ours["seconds"] / fast["seconds"], 2),
                      "query_positions_ratio": round(ours["query_positions"] / fast["query_positions"], 2)})
+    decoder = {"rule": rule} if rule else {**SETTINGS, "denoising_steps": "block_length"}
     return {"config": {**sizes, "family": "sdar", "prompt_length": prompt_length, "gen_length": gen_length,
-                       **SETTINGS, "denoising_steps": "block_length", "torch": torch.__version__,
-                       "threads": torch.get_num_threads()}, "rows": rows}
+                       **decoder, "torch": torch.__version__, "threads": torch.get_num_threads()}, "rows": rows}
 
 
 def markdown(result: dict) -> str:
@@ -64,7 +75,9 @@ def markdown(result: dict) -> str:
     lines = ["# Block diffusion: reference vs cached (`python -m tools.block_bench`)", "",
              f"Random SDAR-layout model ({config['num_layers']} layers, hidden {config['hidden_size']}, vocab "
              f"{config.get('vocab_size', 100)}), prompt {config['prompt_length']}, gen {config['gen_length']}, "
-             f"greedy low_confidence_dynamic 0.9, steps = block length; torch {config['torch']}, "
+             + (f"the parallel rule `{config['rule']}` inside blocks (BD11); " if "rule" in config else
+                "greedy low_confidence_dynamic 0.9, steps = block length; ")
+             + f"torch {config['torch']}, "
              f"{config['threads']} thread(s); outputs equal on both paths. Speeds are from one run on a shared "
              "machine: compare the ratios.", "",
              "| block | reference calls | cached calls | query positions (ref / cached) | reference tok/s | "
@@ -81,13 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="a tiny model, gen 16, blocks 2 and 4")
     parser.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    parser.add_argument("--rule", choices=sorted(name for name, rule in PRESETS.items()
+                                                 if not getattr(rule, "needs_attention", False)), default=None,
+                        help="a parallel rule inside blocks (BD11) instead of SDAR's sampler")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
-    result = run(TINY, 5, 16, [2, 4]) if args.tiny else run(SIZES, 64, 256, [4, 8, 32])
+    result = run(TINY, 5, 16, [2, 4], rule=args.rule) if args.tiny else run(SIZES, 64, 256, [4, 8, 32],
+                                                                                rule=args.rule)
     if args.out:
         write_text_atomic(args.out.with_suffix(".json"), json.dumps(result, indent=2) + "\n")
         write_text_atomic(args.out.with_suffix(".md"), markdown(result))
