@@ -64,11 +64,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
     run = BlockRun(model, params, layout, x, mask_id, trace, generators, published, record_logits)
-    run.prefill()
-    for block in range(layout.first_block, layout.length // block_length):
-        if not run.decode_block(block):
-            break
-    return Decoded(layout_output(run.x, layout, prompt, mask_id), trace)
+    return run.decode(prompt)
 
 
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
@@ -157,6 +153,15 @@ class BlockRun:
                                         store=store, first_real=self.first_real)
         self.trace.counters.add_forward(rows=self.x.shape[0], queries=width, full=False)
         return out.logits
+
+    def decode(self, prompt: torch.Tensor) -> Decoded:
+        """BD8: the prefill, then the blocks in order until no row goes on; each row's canvas after ``prompt``'s
+        padding as given."""
+        self.prefill()
+        for block in range(self.layout.first_block, self.layout.length // self.params.block_length):
+            if not self.decode_block(block):
+                break
+        return Decoded(layout_output(self.x, self.layout, prompt, self.mask_id), self.trace)
 
     def prefill(self) -> None:
         """BD2: the prompts' whole blocks in one call, written into the cache."""

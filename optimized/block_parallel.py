@@ -19,7 +19,7 @@ from veridec.rules.sdar import SDARParams
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
-from .block_diffusion import BlockRun, layout_canvas, layout_output, row_layout
+from .block_diffusion import BlockRun, layout_canvas, row_layout
 from .compiled import compiled
 
 
@@ -46,11 +46,7 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
                   x.shape[0])
     sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
     run = ParallelRun(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
-    run.prefill()
-    for block in range(layout.first_block, layout.length // block_length):
-        if not run.decode_block(block):
-            break
-    return Decoded(layout_output(run.x, layout, prompt, mask_id), trace)
+    return run.decode(prompt)
 
 
 class ParallelRun(BlockRun):
