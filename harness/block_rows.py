@@ -21,6 +21,7 @@ from veridec.numerics import HIGHER, tolerance
 from veridec.optimized.block_diffusion import generate as sdar_cached
 from veridec.optimized.block_parallel import parallel_generate as parallel_cached
 from veridec.reference.block_diffusion import block_diffusion_generate as sdar_reference
+from veridec.reference.block_diffusion import one_row_canvas
 from veridec.reference.block_diffusion import parallel_generate as parallel_reference
 from veridec.rules.presets import PRESETS
 from veridec.trace import StepRecord, Trace
@@ -61,9 +62,7 @@ def decoder_pair(name: str, block_length: int):
 def block_tolerance(model, prompt: torch.Tensor, gen_length: int, block_length: int) -> float:
     """Measured rounding of a block-causal forward (numerics.tolerance against a copy one precision up) of the
     first prompt's canvas, its generation masked."""
-    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
-    x = torch.full((1, length), model.special.mask_id, dtype=torch.long, device=prompt.device)  # [1, T]
-    x[:, :prompt.shape[1]] = prompt
+    x = one_row_canvas(model, prompt, gen_length, block_length, model.special.mask_id)  # [1, T]
     higher = copy.deepcopy(model).to(HIGHER[model.dtype])
     tol = tolerance(model(x, block_size=block_length).logits, higher(x, block_size=block_length).logits)
     del higher

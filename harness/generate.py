@@ -119,6 +119,8 @@ def check_sampler_fits(args, model) -> None:
 
 def shown(model, canvas: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """The canvas up to the first EOS after the prompt (what ``render`` prints)."""
+    if model.special.eos_id is None:
+        return canvas
     eos = (canvas[prompt_length:] == model.special.eos_id).nonzero()
     return canvas if eos.numel() == 0 else canvas[:prompt_length + int(eos[0])]
 
@@ -135,11 +137,7 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
 
 def render(model, canvas: torch.Tensor, prompt_length: int) -> str:
     """The decoded text, cut at the first EOS after the prompt (masks left undecoded show as the mask token)."""
-    ids = canvas.tolist()
-    eos = model.special.eos_id
-    if eos is not None and eos in ids[prompt_length:]:
-        ids = ids[: prompt_length + ids[prompt_length:].index(eos)]
-    return model.tokenizer.decode(ids)
+    return model.tokenizer.decode(shown(model, canvas, prompt_length).tolist())
 
 
 def warn_masks_left(canvas: torch.Tensor, mask_id: int, sampler_name: str) -> None:
