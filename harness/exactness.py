@@ -174,7 +174,7 @@ def _block_rows(model_name, model, decoders, prompt, mask, gen_length, block_len
     length and at BLOCK_ROWS_SMALL, each row a unit of the records."""
     rows, tolerances, timing = [], {}, []
     for name in (d for d in block_decoders(decoders) if mine(d)):
-        for b in sorted({BLOCK_ROWS_SMALL, block_length}):  # unit_rows counts them
+        for b in block_row_lengths(block_length):
             def compute():
                 if b not in tolerances:
                     tolerances[b] = block_tolerance(model, single_prompts(prompt, mask)[0], gen_length, b)
@@ -185,6 +185,11 @@ def _block_rows(model_name, model, decoders, prompt, mask, gen_length, block_len
             if progress:
                 progress()
     return rows
+
+
+def block_row_lengths(block_length: int) -> list[int]:
+    """The block lengths of a block-diffusion model's rows: BLOCK_ROWS_SMALL and the table's (once if equal)."""
+    return sorted({BLOCK_ROWS_SMALL, block_length})
 
 
 def recorded(records: Records | None, key: str, compute) -> dict:
@@ -330,7 +335,7 @@ def table_units(model, decoders) -> list[str]:
 def unit_rows(model, unit: str, decoders, block_length: int, compile: str | None) -> int:
     """How many rows a unit adds (the progress bar's total)."""
     if is_block_model(model):
-        return len({BLOCK_ROWS_SMALL, block_length})
+        return len(block_row_lengths(block_length))
     if unit in EVENT_DECODERS:
         return len(EVENT_DECODERS[unit]) if has_llada_layout(model) else 0
     return len(VARIANTS) + (len(COMPILED) if compile else 0) if unit in decoders else 1
