@@ -35,11 +35,6 @@ SDAR_DECODERS = {  # name -> the published sampler's settings, greedy (BD6.1), d
 VARIANT = "blocks-cached"
 
 
-def is_block_model(model) -> bool:
-    """Whether the model is a block-diffusion one (SDAR layout, BD1): its table is this module's rows."""
-    return getattr(model, "family", None) == "sdar"
-
-
 def block_decoders(decoders) -> list[str]:
     """The table's decoders that run on a block-diffusion model: rules without attention weights (BD11) and the
     published samplers' strategies (``SDAR_DECODERS``)."""

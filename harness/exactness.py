@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from veridec.canvas import initial_canvas
 from veridec.compare import compare_traces
-from veridec.decoding import has_llada_layout
+from veridec.decoding import has_llada_layout, is_block_model
 from veridec.files import write_text_atomic
 from veridec.models.shipped import load_model
 from veridec.numerics import HIGHER, tolerance
@@ -32,7 +32,7 @@ from veridec.reference.parallel import decode as reference_decode
 from veridec.rules.presets import PRESETS
 
 from .block_rows import VARIANT as BLOCK_VARIANT
-from .block_rows import SDAR_DECODERS, block_decoders, block_row, block_tolerance, is_block_model
+from .block_rows import SDAR_DECODERS, block_decoders, block_row, block_tolerance
 from .block_rows import sequential_seconds as block_sequential_seconds
 from .checks.registry import VerifyResult
 from .compiled_rows import COMPILED, compiled_row

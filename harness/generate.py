@@ -9,6 +9,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from veridec.decoding import is_block_model
 from veridec.reference.block_diffusion import block_diffusion_generate
 from veridec.reference.dream import diffusion_generate
 from veridec.reference.llada import generate
@@ -110,7 +111,7 @@ def cut(decoded, length: int):
 
 def check_sampler_fits(args, model) -> None:
     """--sampler sdar on a block-diffusion model (SDAR layout), the others on a bidirectional one."""
-    blocks = getattr(model, "family", None) == "sdar"
+    blocks = is_block_model(model)
     if blocks != (args.sampler == "sdar"):
         kind = "a block-diffusion model (SDAR layout)" if blocks else "bidirectional (not a block-diffusion model)"
         use = "--sampler sdar" if blocks else "--sampler llada or dream"

@@ -91,6 +91,12 @@ def has_llada_layout(model) -> bool:
     return hasattr(model, "raw_forward") and getattr(model, "logit_shift", None) == 0
 
 
+def is_block_model(model) -> bool:
+    """A block-diffusion model (the SDAR layout, spec/block_diffusion.md BD1): its attention is block-causal, so
+    it is decoded block by block (BD2-BD11), never as a bidirectional canvas."""
+    return getattr(model, "family", None) == "sdar"
+
+
 def check_llada_layout(model, decoder: str = "WINO") -> None:
     """spec/wino.md WN1, spec/editing.md ED1: refuse a model without ``has_llada_layout``, naming it."""
     if not has_llada_layout(model):
