@@ -218,8 +218,7 @@ class RecordingModel:
             full = self.model(held.to(device), attention_mask=keys).logits.cpu()  # [B, L, V]
             want = full.gather(1, call.positions[..., None].expand(-1, -1, full.shape[-1])).double()  # [B, Q, V]
             got = call.logits.double()
-            finite = torch.isfinite(want) & torch.isfinite(got)
-            errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
+            errors.append(finite_difference(want, got))
         return errors[::-1]
 
 
@@ -245,8 +244,7 @@ class RecordingModel:
             truth = self.model(shown[rows, :end].to(self.model.device), block_size=block_size).logits.cpu()  # [R, E, V]
             want = truth.gather(1, call.positions[rows, :, None].expand(-1, -1, truth.shape[-1])).double()  # [R, Q, V]
             got = call.logits[rows].double()
-            finite = torch.isfinite(want) & torch.isfinite(got)
-            errors.append((want - got)[finite].abs().max().item() if finite.any() else 0.0)
+            errors.append(finite_difference(want, got))
         return errors
 
 
@@ -313,6 +311,12 @@ class ModuleRecording(RecordingModel):
         self._count()
         where = torch.arange(x.shape[1], device="cpu").expand(x.shape[0], -1)  # [B, Q] unknown: not a canvas
         self.calls.append(Call("cached", where, x.detach().cpu().clone(), False))
+
+
+def finite_difference(want: torch.Tensor, got: torch.Tensor) -> float:
+    """The largest |want - got| over the entries finite on both sides (0.0 when there is none)."""
+    finite = torch.isfinite(want) & torch.isfinite(got)
+    return (want - got)[finite].abs().max().item() if finite.any() else 0.0
 
 
 def _shown(tokens: torch.Tensor, width: int, mask_id: int) -> torch.Tensor:
