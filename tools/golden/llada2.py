@@ -84,22 +84,16 @@ def _case(rng, specials, loop: str, split, sampling, rows: int = 1) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ official side
-class Calls:
-    """Every call's width and the tokens of its last ``block`` positions (the block being decoded)."""
-
-    def __init__(self):
-        self.calls = []
-
-
 class StandInModel:
     """What the loops read of a model: ``forward`` / ``__call__`` (input ids [B, W], a 4-D additive mask, position
-    ids) -> an object with ``.logits`` [B, W, V], ``device``; veridec's transformer computes the logits."""
+    ids) -> an object with ``.logits`` [B, W, V], ``device``; veridec's transformer computes the logits. ``calls``:
+    every call's width and the tokens of its last ``block`` positions (the block being decoded)."""
 
-    def __init__(self, model, calls: Calls, block: int):
-        self.model, self.calls, self.block, self.device = model, calls, block, model.device
+    def __init__(self, model, block: int):
+        self.model, self.block, self.device, self.calls = model, block, model.device, []
 
     def forward(self, x, attention_mask=None, position_ids=None):
-        self.calls.calls.append([x.shape[1], x[:, -self.block:].tolist()])
+        self.calls.append([x.shape[1], x[:, -self.block:].tolist()])
         positions = position_ids.expand(x.shape[0], -1)  # [B, W]
         bias = attention_mask.to(self.model.dtype)  # [1, 1, W, W]: 0 or -inf
         return types.SimpleNamespace(logits=self.model.raw_forward(x, positions, attn_bias=bias).logits)
@@ -154,8 +148,7 @@ def _install_sampler_base() -> None:
 
 def run_official(official: dict, models: dict, case: dict) -> dict:
     model, settings = models[case["checkpoint"]], case["settings"]
-    calls = Calls()
-    stand_in = StandInModel(model, calls, settings["block_length"])
+    stand_in = StandInModel(model, settings["block_length"])
     prompt = torch.tensor(case["prompt"])
     torch.manual_seed(case["seed"])
     try:
@@ -175,14 +168,13 @@ def run_official(official: dict, models: dict, case: dict) -> dict:
         result = {"status": "ok", "output": out.tolist()}
     except Exception as err:  # noqa: BLE001 - the official failure is the record
         result = {"status": "raises", "error": f"{type(err).__name__}: {err}"}
-    return {**result, "calls": calls.calls}
+    return {**result, "calls": stand_in.calls}
 
 
 def record(official_root: Path, source: str, out: Path) -> dict:
-    golden_root = out
     models, specials, checkpoints = {}, {}, {}
     for name in CHECKPOINTS:
-        folder = golden_root / CHECKPOINT_DIR / name
+        folder = out / CHECKPOINT_DIR / name
         model = load_pretrained(folder, dtype=torch.float64)
         models[name] = model
         specials[name] = dataclasses.asdict(model.special)
