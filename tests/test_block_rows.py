@@ -105,7 +105,7 @@ def test_the_progress_total_counts_the_rows_each_unit_adds(block_model):
     llada = random_model("llada", 2, **SDAR)
     assert unit_rows(block_model, "sequential", ("sequential",), 8, None) == 2
     assert unit_rows(block_model, "sequential", ("sequential",), 4, None) == 1  # block 4 is the table's: one row
-    assert len(_table(block_model, decoders=("sequential",), **{})) == 2
+    assert len(_table(block_model, decoders=("sequential",))) == 2
     assert len(table_for_model("x", ("sequential",), n_prompts=2, gen_length=8, block_length=4,
                                model=block_model)) == 1
     assert unit_rows(llada, "sequential", ("sequential",), 8, None) == 4
