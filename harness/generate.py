@@ -88,7 +88,7 @@ def sampler(args, steps: int):
                       denoising_steps=block if args.steps is None else args.steps, temperature=args.temperature)
             SDARParams(**kw)
             return lambda model, prompt: cut(block_diffusion_generate(
-                model, prompt, stopping_criteria_idx=[model.special.eos_id], **kw), prompt.shape[1] + args.gen_length)
+                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), prompt.shape[1] + args.gen_length)
         if args.sampler == "llada":
             kw = dict(steps=steps, gen_length=args.gen_length,
                       block_length=args.gen_length if args.block_length is None else args.block_length,
@@ -102,6 +102,11 @@ def sampler(args, steps: int):
     except ValueError as err:
         raise UsageError(str(err)) from err
     return lambda model, prompt: diffusion_generate(model, prompt, max_new_tokens=args.gen_length, **kw)
+
+
+def eos_stops(model) -> list[int] | None:
+    """SDAR's stop list: the model's EOS, or none (decode to gen_length) when the model names no EOS."""
+    return None if model.special.eos_id is None else [model.special.eos_id]
 
 
 def cut(decoded, length: int):

@@ -1,6 +1,8 @@
 """``veridec generate --sampler sdar``: block diffusion on a block-diffusion model (spec/block_diffusion.md BD2-BD6),
 the printed text that of the reference decoder called directly; samplers and models that do not fit refused."""
 
+import json
+
 import pytest
 import torch
 
@@ -27,6 +29,24 @@ def test_the_text_is_the_reference_decode_cut_at_gen_length(cli, sdar_folder):
         generated = generated[:len(ids) + generated[len(ids):].index(model.special.eos_id)]
     assert out.splitlines()[0] == model.tokenizer.decode(generated)
     assert "tokens/s" in out.splitlines()[1]
+
+
+def test_a_model_without_eos_decodes_to_gen_length(cli, tmp_path):
+    """No EOS in the config or the tokenizer: no stop list (BD2 allows None), the whole gen_length decoded."""
+    folder = write_tiny_checkpoint(tmp_path / "model", "sdar", seed=5)
+    for name, key in (("config.json", "eos_token_id"), ("tokenizer_config.json", "eos_token")):
+        settings = json.loads((folder / name).read_text())
+        del settings[key]
+        (folder / name).write_text(json.dumps(settings))
+    model = load_pretrained(folder)
+    assert model.special.eos_id is None
+    code, out, err = cli("generate", "--model", folder, "--prompt", "abc", "--sampler", "sdar",
+                         "--gen-length", "6", "--block-length", "4", "--quiet")
+    assert code == 0, err
+    ids = model.tokenizer("abc")["input_ids"]
+    expected = block_diffusion_generate(model, torch.tensor([ids]), gen_length=6, block_length=4, denoising_steps=4,
+                                        temperature=0.0).canvas[0, :len(ids) + 6]
+    assert out.splitlines()[0] == model.tokenizer.decode(expected.tolist())
 
 
 @pytest.mark.parametrize("args, message", [
