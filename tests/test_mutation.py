@@ -13,6 +13,7 @@ from tools import mutation
 from tools.mutants import MUTANTS, Mutant
 from tools.mutants_block_cache import MUTANTS as BLOCK_CACHE
 from tools.mutants_block_diffusion import MUTANTS as BLOCK_DIFFUSION
+from tools.mutants_block_parallel import MUTANTS as BLOCK_PARALLEL
 from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
@@ -34,8 +35,12 @@ def test_catalogue_size_names_and_spread():
         assert m.tests and all(t.startswith("tests/test_") for t in m.tests), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS + INDEPENDENT + CHECKER + REVOCABLE + BLOCK_CACHE + OWN_MODEL
-                         + BLOCK_DIFFUSION + HOSTILE, ids=lambda m: m.name)
+def test_every_catalogue_file_is_in_the_gate():
+    """A catalogue left out of CATALOGUES is never run by ``--catalogue all`` nor checked below."""
+    assert sorted(mutation.CATALOGUES) == sorted(f"tools/{p.name}" for p in (ROOT / "tools").glob("mutants*.py"))
+
+
+@pytest.mark.parametrize("mutant", mutation.load_catalogue("all"), ids=lambda m: m.name)
 def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
     count, line = mutation.locate(mutant, ROOT)
     assert count == 1, f"{mutant.name}: original found {count} times in {mutant.path}; update tools/mutants.py"
@@ -49,7 +54,7 @@ def test_original_occurs_exactly_once_and_the_patch_compiles(mutant):
 def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
-                          + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE))
+                          + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

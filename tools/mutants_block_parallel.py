@@ -381,8 +381,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "gen-sdar-cut-without-prompt",
         "harness/generate.py",
-        "                model, prompt, stopping_criteria_idx=[model.special.eos_id], **kw), prompt.shape[1] + args.gen_length)\n",
-        "                model, prompt, stopping_criteria_idx=[model.special.eos_id], **kw), args.gen_length)\n",
+        "                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), prompt.shape[1] + args.gen_length)\n",
+        "                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), args.gen_length)\n",
         "the block decode's canvas is cut to gen_length positions, not prompt + gen_length: the generation's "
         "tail is lost from the printed text",
         "spec/block_diffusion.md BD2", (GENERATE, CLI),
