@@ -126,3 +126,28 @@ def parallel_generate(model, prompt: torch.Tensor, *, rule, gen_length: int = 12
         if _stopped(x[0, prompt.shape[1]:], params.stopping_criteria_idx):
             break
     return Decoded(x, trace)
+
+
+def llada2_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                    gen_length: int = 2048, block_length: int = 32, steps: int = 32, temperature: float = 0.0,
+                    top_k: int | None = None, top_p: float | None = None, threshold: float = 0.95,
+                    minimal_topk: int = 1, eos_id: int | None = None, mask_id: int | None = None,
+                    ties: str = "lowest", generator: torch.Generator | None = None) -> Decoded:
+    """LLaDA2.0's loop (BD12, BD12.1) with its names and defaults: ``block_diffusion_generate`` with the dynamic
+    strategy, ``min(steps, gen_length // minimal_topk)`` steps per block, a block whose steps run out keeping its
+    masks (``after_schedule="leave"``), and a stop after the block holding ``eos_id`` when one is given. One row
+    ``prompt`` [1, P] without padding; returns the whole canvas [1, T] and its trace (one step per model call)."""
+    if attention_mask is not None and not bool(attention_mask.bool().all()):
+        raise ValueError("attention_mask: LLaDA2.0's loops take no padding (one row of real tokens, BD12.1)")
+    for name, value in (("steps", steps), ("minimal_topk", minimal_topk), ("gen_length", gen_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if gen_length // minimal_topk < 1:
+        raise ValueError(f"minimal_topk {minimal_topk} > gen_length {gen_length}: min(steps, gen_length // "
+                         "minimal_topk) = 0 steps per block (the official loops return the masks undecoded)")
+    return block_diffusion_generate(model, prompt, mask_id, gen_length, block_length,
+                                    min(steps, gen_length // minimal_topk), temperature,
+                                    0 if top_k is None else top_k, 1.0 if top_p is None else top_p,
+                                    "low_confidence_dynamic", threshold, None,
+                                    None if eos_id is None else [eos_id], ties=ties, generator=generator,
+                                    after_schedule="leave")

@@ -144,10 +144,11 @@ def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) ->
         problems.append(f"the candidate failed: {theirs.error}")
         outcome.verdict = "diverged"
         return
-    canvas = full_canvas(theirs.canvas, ours.canvas)
+    canvas = full_canvas(theirs.canvas, ours.canvas, prompt_length)
     if canvas is None:
-        problems.append(f"the candidate returned shape {tuple(theirs.canvas.shape)}, the target "
-                        f"{tuple(ours.canvas.shape)}")
+        problems.append(f"the candidate returned shape {tuple(theirs.canvas.shape)}; the target's canvas is "
+                        f"{tuple(ours.canvas.shape)} (the prompt {prompt_length} wide): return the whole canvas or "
+                        "the generation alone, uncut")
         outcome.verdict = "diverged"
         return
     theirs.canvas = canvas

@@ -85,7 +85,7 @@ def run_exact_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
     outputs = []
     for i in tqdm(range(n), desc="samples of the candidate", unit="sample", disable=not setup.progress, leave=False):
         side = run_candidate(setup, prompt, None, {**case, "seed": case["seed"] + i}, limit)
-        canvas, problem = drawn_canvas(side, like)
+        canvas, problem = drawn_canvas(side, like, prompt.shape[1])
         if problem is not None:
             return failed_draw(case, i, problem, n)
         outputs.append(tuple(canvas[0, prompt.shape[1]:].tolist()))

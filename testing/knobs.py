@@ -26,6 +26,8 @@ EDITING = {"editing_threshold": (0.9, 0.5, 0.2), "max_post_steps": (16, 0, 1), "
 SDAR = {"denoising_steps": (1, 2, 4, 8), "top_k": (0, 3), "top_p": (1.0, 0.9),
         "remasking_strategy": ("low_confidence_dynamic", "low_confidence_static", "sequential"),
         "confidence_threshold": (0.85, 0.5, 0.3)}  # block diffusion's knobs (spec/block_diffusion.md BD9)
+LLADA2 = {"steps": (1, 2, 4, 8), "minimal_topk": (1, 2), "top_k": (None, 3), "top_p": (None, 0.9),
+          "threshold": (0.95, 0.5, 0.2), "block_length": (4, 2, 1, 8)}  # LLaDA2.0's knobs (BD12.1)
 COST = ("model_calls", "full_forwards", "query_positions")
 
 
@@ -46,9 +48,12 @@ class KnobFinding:
                 f"{self.name}={first!r} and {self.name}={second!r}, the candidate's do not")
 
 
-def alternatives(name: str, settings: dict) -> list:
-    """Other values of knob ``name`` valid with the rest of ``settings`` (the same structure otherwise)."""
+def alternatives(name: str, settings: dict, family: str = "block") -> list:
+    """Other values of knob ``name`` valid with the rest of ``settings`` (the same structure otherwise) for a
+    target of ``family``."""
     value = settings.get(name)
+    if family == "llada2" and name in LLADA2:
+        return [v for v in LLADA2[name] if v != value and (name != "minimal_topk" or v <= settings["gen_length"])]
     if name == "threshold":
         return [v for v in THRESHOLDS if v != value]
     if name == "threshold_back":
@@ -78,7 +83,7 @@ def alternatives(name: str, settings: dict) -> list:
 
 
 KNOBS = ("threshold", "threshold_back", *EDITING, *SDAR, "eb_threshold", "factor", "steps", "temperature", "remasking",
-         "cfg_scale", "alg")
+         "cfg_scale", "alg", "minimal_topk")
 
 
 def block_lengths(settings: dict) -> list[dict]:
@@ -92,10 +97,10 @@ def block_lengths(settings: dict) -> list[dict]:
     return [{**settings, "block_length": b, "steps": (gen // b) * min(per_block, b)} for b in blocks]
 
 
-def variants(name: str, settings: dict) -> list[dict]:
-    if name == "block_length":
+def variants(name: str, settings: dict, family: str = "block") -> list[dict]:
+    if name == "block_length" and family != "llada2":
         return block_lengths(settings)
-    return [{**settings, name: value} for value in alternatives(name, settings)]
+    return [{**settings, name: value} for value in alternatives(name, settings, family)]
 
 
 def knob_findings(setup: CheckSetup, strategy, names: set, seed: int) -> list[KnobFinding]:
@@ -137,7 +142,7 @@ def _moves_target(setup: CheckSetup, name: str, case: dict) -> dict | None:
     if case is None or name not in case["settings"]:
         return None
     first = _side(setup, case, run_target)
-    for changed in variants(name, case["settings"]):
+    for changed in variants(name, case["settings"], setup.goal.family):
         other = {**case, "settings": changed}
         second = _side(setup, other, run_target)
         if first.error is None and second.error is None and not _same(first, second):

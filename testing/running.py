@@ -195,20 +195,20 @@ def _recorded_trace(recording: RecordingModel, tokens, prompt_length: int, model
         return None
 
 
-def drawn_canvas(side: Side, like: torch.Tensor) -> tuple[torch.Tensor | None, str | None]:
+def drawn_canvas(side: Side, like: torch.Tensor, prompt_length: int) -> tuple[torch.Tensor | None, str | None]:
     """A candidate's draw as the whole canvas shaped ``like`` [B, P + G] (``full_canvas``), or None and why it
     has none (its error, or the shape it returned)."""
-    canvas = None if side.error is not None else full_canvas(side.canvas, like)
+    canvas = None if side.error is not None else full_canvas(side.canvas, like, prompt_length)
     if canvas is None:
         return None, side.error or f"it returned shape {tuple(side.canvas.shape)}"
     return canvas, None
 
 
-def full_canvas(tokens: torch.Tensor, canvas: torch.Tensor) -> torch.Tensor | None:
-    """The candidate's output as the whole canvas [B, P + G] (it may return the generation only)."""
+def full_canvas(tokens: torch.Tensor, canvas: torch.Tensor, prompt_length: int) -> torch.Tensor | None:
+    """The candidate's output as the whole canvas [B, P + G]: the whole canvas, or the generation alone [B, G];
+    any other width (an output cut at EOS, say) is None (positions could not be matched)."""
     if tokens.shape == canvas.shape:
         return tokens
-    if tokens.shape[0] == canvas.shape[0] and tokens.shape[1] < canvas.shape[1]:
-        prompt = canvas[:, : canvas.shape[1] - tokens.shape[1]]
-        return torch.cat([prompt.to(tokens.device), tokens], dim=1)
+    if tokens.shape[0] == canvas.shape[0] and tokens.shape[1] == canvas.shape[1] - prompt_length:
+        return torch.cat([canvas[:, :prompt_length].to(tokens.device), tokens], dim=1)
     return None

@@ -222,7 +222,7 @@ def run_law_case(setup: CheckSetup, case: dict) -> LawOutcome:
         limit = 2 * target.counters.model_calls + CALL_SLACK
         side = run_candidate(setup, prompt, mask, {**drawn, "seed": drawn["seed"] + 1}, limit,
                              target_seconds=target.seconds)
-        canvas, problem = drawn_canvas(side, target.canvas)
+        canvas, problem = drawn_canvas(side, target.canvas, prompt.shape[1])
         if problem is not None:
             return failed_draw(case, i, problem, n)
         ours.append(_decoded_tokens(target.canvas, prompt, mask_id))

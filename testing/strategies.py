@@ -21,7 +21,7 @@ from veridec.proofs_checks.strategies import clusters, decode_states, exact_join
 
 from .hooks import LOGITS_HOOK, TOKENS_HOOK
 from .editing_cases import editing_settings
-from .sdar_cases import sdar_settings
+from .sdar_cases import llada2_settings, sdar_settings
 from .wino_cases import wino_settings
 
 __all__ = ["block_settings", "cases", "clusters", "decode_states", "dream_settings", "exact_joints",
@@ -128,6 +128,8 @@ def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, paddin
         settings = draw(editing_settings(names, sampled))
     elif family == "sdar":
         settings = draw(sdar_settings(names, model.special.eos_id, sampled))
+    elif family == "llada2":
+        settings = draw(llada2_settings(names, model.special.eos_id, sampled))
     else:
         settings = draw(block_settings(names, defaults, sampled))
     if fixed is not None:

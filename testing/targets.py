@@ -5,6 +5,8 @@ official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ
 (spec/editing.md): one row, no padding, their traces hold events.
 ``sdar`` is SDAR / TraDo's ``block_diffusion_generate`` (spec/block_diffusion.md), cached as the published code
 calls the model, one step per model call (BD9).
+``llada2`` is LLaDA2.0's loop (spec/block_diffusion.md BD12.1): full block-causal forwards of the canvas up to the
+block's end, one per step, in the llada convention's explicit call; one row.
 ``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
 factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
 speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
@@ -23,6 +25,7 @@ from veridec.optimized import fastdllm as fast
 from veridec.optimized.parallel import CACHES
 from veridec.trace import Decoded, StepRecord
 from veridec.reference import dream, editing, llada, wino
+from veridec.reference.block_diffusion import llada2_generate
 from veridec.reference import fastdllm as fastdllm_reference
 
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
@@ -32,6 +35,8 @@ EDITING_SETTINGS = ("max_new_tokens", "block_size", "temperature", "top_p", "top
 WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
 SDAR_SETTINGS = ("gen_length", "block_length", "denoising_steps", "temperature", "top_k", "top_p", "remasking_strategy",
                  "confidence_threshold", "eb_threshold", "stopping_criteria_idx")
+LLADA2_SETTINGS = ("gen_length", "block_length", "steps", "temperature", "top_k", "top_p", "threshold", "minimal_topk",
+                   "eos_id")
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
                   "generation_tokens_hook_func", "generation_logits_hook_func")
 
@@ -50,7 +55,7 @@ class Target:
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
-    family: str = "block"  # how its cases are drawn and resolved: "block", "dream", "wino", "editing" or "sdar"
+    family: str = "block"  # how its cases are drawn: "block", "dream", "wino", "editing", "sdar" or "llada2"
     published: Callable | None = None  # the official code's behaviour, defects included (where it deviates, EC6)
 
     def settings_of(self, case: dict) -> dict:
@@ -139,6 +144,9 @@ TARGETS = {
     ("sdar", "none"): Target("sdar", "hf-block", _block_diffusion_target, SDAR_SETTINGS,
                              call="veridec.optimized.block_diffusion.generate", upstream="sdar",
                              family="sdar", published=_published_block_diffusion),
+    ("llada2", "none"): Target("llada2", "llada", _veridec(llada2_generate), LLADA2_SETTINGS,
+                               call="veridec.reference.block_diffusion.llada2_generate", max_batch=1,
+                               family="llada2"),
     ("editing", "none"): Target("editing", "llada", EDITING, EDITING_SETTINGS, length_name="max_new_tokens",
                                 call="veridec.reference.editing.generate", max_batch=1, family="editing"),
 }

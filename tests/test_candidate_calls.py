@@ -47,3 +47,13 @@ def test_token_ids_must_lie_inside_the_vocabulary():
         checked_tokens(torch.tensor([[0, 10]]), 10, "cpu")
     with pytest.raises(CandidateError, match="token id -1 at row 1, position 0"):
         checked_tokens(torch.tensor([[0, 1], [-1, 2]]), 10, "cpu")
+
+
+def test_an_output_is_the_whole_canvas_or_the_generation_alone():
+    from testing.running import full_canvas
+
+    canvas = torch.tensor([[1, 2, 5, 6, 7]])  # prompt 2, generation 3
+    assert full_canvas(torch.tensor([[1, 2, 4, 4, 4]]), canvas, 2).tolist() == [[1, 2, 4, 4, 4]]
+    assert full_canvas(torch.tensor([[4, 4, 4]]), canvas, 2).tolist() == [[1, 2, 4, 4, 4]]
+    assert full_canvas(torch.tensor([[4, 4]]), canvas, 2) is None  # cut (at an EOS, say): positions unknown
+    assert full_canvas(torch.tensor([[4, 4, 4], [4, 4, 4]]), canvas, 2) is None  # another batch
