@@ -347,3 +347,19 @@ def test_the_verify_check_passes_and_catches_a_row_that_differs(monkeypatch):
     cases, passed, _, _, detail = block_diffusion.cached_batch_equals_reference(context)
     assert not passed and detail == ("rows differ: tiny/greedy/row 2, tiny/sampled/row 2, wider/greedy/row 2, "
                                      "wider/sampled/row 2")
+
+
+def test_the_verify_check_catches_rows_drawn_from_row_zeros_generator(monkeypatch):
+    """A cached decoder that draws every row as row 0's generator would (its state copied per row) passes where
+    every row is seeded alike; the check seeds rows apart, so the sampled rows 1-3 differ."""
+    from veridec.harness.checks import block_diffusion
+    from veridec.harness.checks.registry import VerifyContext
+
+    def row_zero_draws(*args, generator, **kwargs):
+        copies = [torch.Generator().set_state(generator[0].get_state()) for _ in generator]
+        return cached_generate(*args, generator=copies, **kwargs)
+
+    monkeypatch.setattr(block_diffusion, "cached_generate", row_zero_draws)
+    _, passed, _, _, detail = block_diffusion.cached_batch_equals_reference(
+        VerifyContext(model=_model(SEEDS[0]), higher=None))
+    assert not passed and "tiny/sampled/row 1" in detail and "greedy" not in detail, detail
