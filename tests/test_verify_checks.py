@@ -12,7 +12,8 @@ def test_every_check_module_registers_its_checks():
     """Each module of harness/checks but the registry is imported by ``all_checks`` (another test importing one
     would hide a module left out)."""
     folder = Path(bounds.__file__).parent
-    modules = {f"veridec.harness.checks.{p.stem}" for p in folder.glob("*.py") if p.stem not in ("__init__", "registry")}
+    modules = {f"veridec.harness.checks.{p.stem}" for p in folder.glob("*.py")
+               if p.stem not in ("__init__", "registry")}
     assert set(CHECK_MODULES) == modules
     assert "block-diffusion/cached-batch-equals-reference" in all_checks()
 
