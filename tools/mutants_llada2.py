@@ -181,7 +181,7 @@ MUTANTS: list[Mutant] = [
         "        return torch.cat([canvas[:, -prompt_length:].to(tokens.device), tokens], dim=1)\n",
         "a generation-only output is prefixed with the canvas's last prompt_length tokens instead of the prompt: a correct candidate returning the generation alone is reported as differing",
         EC1,
-        (LLADA2_CHECK, CHECK, TRUTHS),
+        (CANDIDATE_CALLS, LLADA2_CHECK, CHECK),
     ),
     Mutant(
         "l2-compare-full-canvas-arguments-swapped",
