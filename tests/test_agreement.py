@@ -185,3 +185,19 @@ def test_a_check_fails_when_some_cases_disagree_and_others_agree(strict):
     middle = check_decoder(second_choice_first, "llada", agreement=Agreement(top_k=2, max_gap=(gaps[0] + gaps[-1]) / 2),
                            **RUN)
     assert 0 < middle.metrics["agreement_rate"] < 1 and not middle.passed
+
+
+def test_the_first_divergence_is_ordered_by_step_then_row_then_position():
+    """Two positions differ, both committed at step 0 by the target: row 0's (position 5) comes before row 1's
+    (position 2); a position the target never committed (the prompt) comes last."""
+    from testing.agreement import _first_divergence
+    from veridec.trace import StepRecord, Trace
+
+    trace = Trace("t", {}, 1, 2, steps=[StepRecord(0, [[5], [2]], [[1], [1]], [[0.9], [0.9]], [[1.0], [1.0]],
+                                                   [math.inf, math.inf])])
+    a = torch.tensor([[0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
+    b = torch.tensor([[0, 1, 1, 1, 1, 2], [0, 1, 2, 1, 1, 1]])
+    assert _first_divergence(a, b, trace, 1) == (0, 5)
+    c = b.clone()
+    c[1, 0] = 4  # the prompt differs too
+    assert _first_divergence(a, c, trace, 1) == (0, 5)

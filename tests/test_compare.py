@@ -111,3 +111,16 @@ def test_tokens_per_step_counts_per_row():
                                   [0.1, 0.1]))
     trace.steps.append(StepRecord(0, [[4], []], [[5], []], [[0.9], []], [[1.0], []], [0.1, float("inf")]))
     assert trace.tokens_committed() == 4 and trace.tokens_per_step() == 1.0
+
+
+def test_the_first_divergence_is_the_earliest_step_whatever_the_row():
+    """Row 1 diverges at step 0 and row 0 only at step 1: the first divergence is row 1's."""
+    def two_rows(first, second):
+        trace = Trace("test", {}, prompt_length=2, batch_size=2)
+        for positions in (first, second):
+            trace.steps.append(StepRecord(0, [[p] for p in positions], [[7], [7]], [[0.9], [0.9]], [[1.0], [1.0]],
+                                          [0.5, 0.5]))
+        return trace
+
+    d = compare_traces(two_rows([3, 3], [4, 4]), two_rows([3, 5], [6, 4])).first_divergence
+    assert (d.step, d.row) == (0, 1)
