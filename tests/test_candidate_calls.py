@@ -57,3 +57,4 @@ def test_an_output_is_the_whole_canvas_or_the_generation_alone():
     assert full_canvas(torch.tensor([[4, 4, 4]]), canvas, 2).tolist() == [[1, 2, 4, 4, 4]]
     assert full_canvas(torch.tensor([[4, 4]]), canvas, 2) is None  # cut (at an EOS, say): positions unknown
     assert full_canvas(torch.tensor([[4, 4, 4], [4, 4, 4]]), canvas, 2) is None  # another batch
+

@@ -124,3 +124,16 @@ def test_the_first_divergence_is_the_earliest_step_whatever_the_row():
 
     d = compare_traces(two_rows([3, 3], [4, 4]), two_rows([3, 5], [6, 4])).first_divergence
     assert (d.step, d.row) == (0, 1)
+
+
+def test_logit_errors_pair_commits_by_position_not_by_list_order():
+    """The same commits listed in another order: each position's logits are compared with the same position's."""
+    def with_logits(positions, logits):
+        trace = Trace("test", {}, prompt_length=2, batch_size=1)
+        trace.steps.append(StepRecord(0, [positions], [[7] * len(positions)], [[0.9] * len(positions)],
+                                      [[1.0] * len(positions)], [0.5], [logits]))
+        return trace
+
+    a = with_logits([3, 4], [[0.0, 1.0], [0.0, 5.0]])
+    b = with_logits([4, 3], [[0.0, 5.0], [0.0, 1.0]])
+    assert compare_traces(a, b).max_logit_error == 0.0

@@ -576,3 +576,14 @@ def test_a_bad_torchrun_environment_is_one_line(cli, tiny_folders, tmp_path, mon
     code, _, err = cli("exactness", "--model", tiny_folders["llada"], "--quick", "--decoders", "sequential",
                        "--quiet", "--out", tmp_path / "out")
     assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_a_row_whose_real_tokens_are_all_masks_is_refused_even_with_padding():
+    from veridec.canvas import check_prompt
+    from veridec.testing import load_check_model
+
+    model = load_check_model("tiny-llada")
+    mask, pad = model.special.mask_id, model.special.pad_id
+    with pytest.raises(ValueError, match="prompt row 1 is made only of the mask token"):
+        check_prompt(model, torch.tensor([[5, 6], [pad, mask]]), torch.tensor([[1, 1], [0, 1]]), mask)
+    check_prompt(model, torch.tensor([[5, 6], [pad, 7]]), torch.tensor([[1, 1], [0, 1]]), mask)  # a real token
