@@ -45,3 +45,4 @@ def test_a_baselines_counts_are_not_negative():
         checked_baseline({"exact_rate": 1.0, "target_model_calls": -1})
     with pytest.raises(ValueError, match=r"exact_rate must lie in \[0, 1\]"):
         checked_baseline({"exact_rate": 1.5})
+

@@ -162,3 +162,19 @@ def test_masks_inside_the_prompt_count_toward_the_step_budget(small_model):
     assert len(ref.trace.steps) == 11 + 4 and (ref.canvas != model.special.mask_id).all()  # one token per step
     assert_same(ref, optimized(model, prompt, rule=PRESETS["sequential"], cache="none", gen_length=4,
                                block_length=2))
+
+
+def test_a_blocks_step_budget_is_the_batchs_largest_count_and_its_last_step_is_allowed():
+    """spec/parallel.md: the budget is the masks a block could commit when it started, the maximum over the
+    batch's rows (plus a quota's empty steps; 64 times that sampled); a block that finishes on the last forward
+    of that budget + 1 completes, the forward after raises."""
+    from veridec.decoding import SAMPLED_PATIENCE, DecodeStalled, check_progress, step_budget
+    from veridec.rules.parallel import Quota, TopK
+
+    candidates = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    assert step_budget(candidates, TopK(1)) == 3
+    assert step_budget(candidates, TopK(1), sampled=True) == 3 * SAMPLED_PATIENCE
+    assert step_budget(candidates, Quota(steps_per_block=2)) == 5
+    check_progress(3, 0, 3)  # the budget's last allowed forward
+    with pytest.raises(DecodeStalled, match="block 0 stalled after 4 steps"):
+        check_progress(4, 0, 3)
