@@ -36,3 +36,12 @@ def test_a_cuda_index_must_exist():
         assert str(check_device("cuda:1")) == "cuda:1"
         with pytest.raises(UsageError, match="no such CUDA device"):
             check_device("cuda:2")
+
+
+@pytest.mark.parametrize("text", ["null", "[]", "3"])
+def test_a_case_that_is_not_an_object_is_refused_never_drawn(text):
+    from harness.check_command import _parse_case
+
+    with pytest.raises(UsageError, match="--case must be a dict"):
+        _parse_case(text)
+    assert _parse_case(None) is None  # no --case: cases are drawn
