@@ -51,6 +51,13 @@ EDITING = "tests/test_editing.py"
 COMPILED = "tests/test_compiled.py"
 CORPUS = "tests/test_corpus.py"
 
+# Tests written for this catalogue's survivors (by hand)
+CHECK_REPORTS = "tests/test_check_reports.py"
+UPSTREAM_PREDICTIONS = "tests/test_upstream_predictions.py"
+GUARD_TIMERS = "tests/test_guard_timers.py"
+WORKLOADS = "tests/test_workloads.py"
+ARGUMENT_TYPES = "tests/test_argument_types.py"
+
 MUTANTS: list[Mutant] = [
     # --- testing/report.py: the JSON report and the reproducers -------------------------------------------------
     Mutant(
@@ -75,7 +82,7 @@ MUTANTS: list[Mutant] = [
         '                           "target_counters": _counters(failure.target), "candidate_counters": _counters(\n',
         '                           "target_counters": _counters(failure.candidate), "candidate_counters": _counters(\n',
         "the JSON report's target_counters are the candidate's, so a counter divergence shows both sides equal",
-        "spec/exactness.md EC2", (CHECK,),
+        "spec/exactness.md EC2", (CHECK_REPORTS, CHECK),
     ),
     Mutant(
         "p2-report-upstream-total-counts-clauses",
@@ -83,7 +90,7 @@ MUTANTS: list[Mutant] = [
         "    total = sum(result.upstream_defects.values())\n",
         "    total = len(result.upstream_defects)\n",
         "the report's count of cases that reproduce official defects counts distinct clauses, not cases (FD9.1 x5 reads as 1)",
-        "spec/exactness.md EC6", (UPSTREAM, GOLDEN_CHECK),
+        "spec/exactness.md EC6", (CHECK_REPORTS, UPSTREAM, GOLDEN_CHECK),
     ),
     # --- testing/exact_law.py: tier S against the exact law of an oracle decode ----------------------------------
     Mutant(
@@ -92,7 +99,7 @@ MUTANTS: list[Mutant] = [
         '    if steps_per_block < 1 or settings["block_length"] % steps_per_block:\n',
         "    if steps_per_block < 1:\n",
         "a case whose steps do not divide the block (a non-constant quota) is enumerated as a constant TopK, so the candidate is held against a law the target does not decode",
-        "spec/stochastic.md ST7", (LAW_FIT, STOCHASTIC),
+        "spec/stochastic.md ST7", (CHECK_REPORTS, LAW_FIT, STOCHASTIC),
     ),
     Mutant(
         "p2-law-cached-target-accepted",
@@ -109,7 +116,7 @@ MUTANTS: list[Mutant] = [
         "    entry = EOS_IDS_HARD_CODED if max(needed) >= model.vocab_size else (*EOS_IDS_HARD_CODED[:2], \"deviates\")\n",
         "    entry = EOS_IDS_HARD_CODED if max(needed) > model.vocab_size else (*EOS_IDS_HARD_CODED[:2], \"deviates\")\n",
         "on a vocabulary whose size equals the hard-coded id the official IndexError is predicted as a deviation, so a candidate that completes differently passes",
-        "spec/sequential.md SQ1.10", (UPSTREAM, GOLDEN_CHECK),
+        "spec/sequential.md SQ1.10", (UPSTREAM_PREDICTIONS, UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-first-step-counted-in-block",
@@ -174,7 +181,7 @@ MUTANTS: list[Mutant] = [
         "    if not 0 < value <= MAX_CASE_TIMEOUT:\n",
         "    if not 0 <= value <= MAX_CASE_TIMEOUT:\n",
         "VERIDEC_IMPORT_TIMEOUT=0 is accepted and setitimer(0) arms no alarm, so the candidate's import runs with no in-process limit",
-        "spec/exactness.md EC8", (HOSTILE_CHECK,),
+        "spec/exactness.md EC8", (GUARD_TIMERS, HOSTILE_CHECK),
     ),
     Mutant(
         "p2-guard-outer-timer-full-rearm",
@@ -182,7 +189,7 @@ MUTANTS: list[Mutant] = [
         "                signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))\n",
         "                signal.setitimer(signal.ITIMER_REAL, max(outer, 1e-3))\n",
         "an outer timer is re-armed with its full time instead of what was left, so each candidate call postpones the caller's own deadline",
-        "spec/exactness.md EC8", (HOSTILE_CHECK,),
+        "spec/exactness.md EC8", (GUARD_TIMERS, HOSTILE_CHECK),
     ),
     # --- testing/agreement.py: vLLM's rule at the first divergent position ---------------------------------------
     Mutant(
@@ -307,7 +314,7 @@ MUTANTS: list[Mutant] = [
         "    if links > 1:\n",
         "    if links > 2:\n",
         "a records file with a second hard link (a name outside the output folder) is read and appended to",
-        "spec/exactness.md E4", (HOSTILE_RECORDS,),
+        "spec/exactness.md E4", (HOSTILE_INPUTS, HOSTILE_RECORDS),
     ),
     # --- harness/units.py: runs made of units ----------------------------------------------------------------------
     Mutant(
@@ -324,7 +331,7 @@ MUTANTS: list[Mutant] = [
         "        for old in [path, *path.parent.glob(f\"{path.stem}.rank*.jsonl\")]:\n",
         "        for old in [path]:\n",
         "--fresh deletes only the main records, so a fresh run resumes from a previous run's rank files",
-        "spec/exactness.md E4", (UNITS, RECORDS),
+        "spec/exactness.md E4", (WORKLOADS, UNITS, RECORDS),
     ),
     # --- harness/check_command.py: veridec check's arguments and verdict ------------------------------------------
     Mutant(
@@ -333,7 +340,7 @@ MUTANTS: list[Mutant] = [
         "    if not isinstance(case, dict):\n",
         "    if case is not None and not isinstance(case, dict):\n",
         "--case null is no longer refused and falls back to drawn cases, so a replayed case is silently not the one run",
-        "spec/exactness.md EC2", (HOSTILE_FLAGS, CHECK),
+        "spec/exactness.md EC2", (ARGUMENT_TYPES, HOSTILE_FLAGS, CHECK),
     ),
     Mutant(
         "p2-command-remote-code-without-flag",
@@ -349,7 +356,7 @@ MUTANTS: list[Mutant] = [
         "    if tier.uses_baseline and args.baseline and baseline is None:\n",
         "    if tier.uses_baseline and args.baseline:\n",
         "tier A rewrites an existing --baseline with this run's metrics, so a regression becomes the new baseline and passes next time",
-        "spec/exactness.md EC3", (CHECK, CLI),
+        "spec/exactness.md EC3", (ARGUMENT_TYPES, CHECK, CLI),
     ),
     Mutant(
         "p2-command-alpha-default-from-delta",
@@ -357,7 +364,7 @@ MUTANTS: list[Mutant] = [
         "                         alpha=0.01 if args.alpha is None else args.alpha,\n",
         "                         alpha=0.05 if args.alpha is None else args.alpha,\n",
         "the command's tier S runs at a false-alarm rate of 0.05 instead of the stated default 0.01 (fewer samples, weaker tests)",
-        "spec/stochastic.md ST2", (STOCHASTIC, CLI),
+        "spec/stochastic.md ST2", (ARGUMENT_TYPES, STOCHASTIC, CLI),
     ),
     # --- harness/event_rows.py: WINO's and the editing sampler's rows ---------------------------------------------
     Mutant(
