@@ -16,7 +16,7 @@ import torch
 from veridec.decoding import (check_block_rule, check_logits, check_progress, check_sampling, decode_params,
                               step_budget)
 from veridec.rules.parallel import new_state
-from veridec.rules.sdar import SDARParams, row_record, sample_block, select
+from veridec.rules.sdar import SDARParams, check_integer, row_record, sample_block, select
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, StepRecord, Trace, record_step
 
@@ -140,8 +140,7 @@ def llada2_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | 
     if attention_mask is not None and not bool(attention_mask.bool().all()):
         raise ValueError("attention_mask: LLaDA2.0's loops take no padding (one row of real tokens, BD12.1)")
     for name, value in (("steps", steps), ("minimal_topk", minimal_topk), ("gen_length", gen_length)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_integer(name, value, 1)
     if gen_length // minimal_topk < 1:
         raise ValueError(f"minimal_topk {minimal_topk} > gen_length {gen_length}: min(steps, gen_length // "
                          "minimal_topk) = 0 steps per block (the official loops return the masks undecoded)")

@@ -170,3 +170,14 @@ def test_a_bad_collective_timeout_is_named(monkeypatch, value):
     with pytest.raises(UsageError, match=f"VERIDEC_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got "
                                          f"'{value}'"):
         collective_seconds()
+
+
+def test_fresh_removes_every_ranks_records(tmp_path):
+    """--fresh starts over: rank 0 removes the main records and every rank's file beside them (a rank file left
+    would be merged into the fresh run)."""
+    from harness.units import open_records
+
+    for name in ("t.records.jsonl", "t.records.rank1.jsonl", "t.records.rank2.jsonl", "other.records.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    open_records(tmp_path, "t", {"a": 1}, fresh=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.records.jsonl"]

@@ -45,14 +45,3 @@ def test_the_hmm_nll_skips_rows_that_hold_a_non_symbol():
     prefix = hmm.log_likelihood(symbols[:1, :3], prompt_mask[:1])
     assert alone == round(-(full - prefix).item() / 3, 4)
     assert hmm_nll(symbols[1:], prompt_mask[1:], 3, 3) is None
-
-
-def test_fresh_removes_every_ranks_records(tmp_path):
-    """--fresh starts over: rank 0 removes the main records and every rank's file beside them (a rank file left
-    would be merged into the fresh run)."""
-    from harness.units import open_records
-
-    for name in ("t.records.jsonl", "t.records.rank1.jsonl", "t.records.rank2.jsonl", "other.records.jsonl"):
-        (tmp_path / name).write_text("{}\n")
-    open_records(tmp_path, "t", {"a": 1}, fresh=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.records.jsonl"]

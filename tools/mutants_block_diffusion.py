@@ -41,8 +41,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-params-zero-accepted",
         "veridec/rules/sdar.py",
-        "            _check_integer(name, getattr(self, name), 1)\n",
-        "            _check_integer(name, getattr(self, name), 0)\n",
+        "            check_integer(name, getattr(self, name), 1)\n",
+        "            check_integer(name, getattr(self, name), 0)\n",
         "gen_length, block_length and denoising_steps of 0 pass validation: 0 steps divides by zero in the "
         "schedule (ZeroDivisionError, as upstream) instead of a ValueError naming the setting",
         "spec/block_diffusion.md BD2", (BD,),

@@ -55,8 +55,6 @@ CORPUS = "tests/test_corpus.py"
 CHECK_REPORTS = "tests/test_check_reports.py"
 UPSTREAM_PREDICTIONS = "tests/test_upstream_predictions.py"
 GUARD_TIMERS = "tests/test_guard_timers.py"
-WORKLOADS = "tests/test_workloads.py"
-ARGUMENT_TYPES = "tests/test_argument_types.py"
 
 MUTANTS: list[Mutant] = [
     # --- testing/report.py: the JSON report and the reproducers -------------------------------------------------
@@ -331,7 +329,7 @@ MUTANTS: list[Mutant] = [
         "        for old in [path, *path.parent.glob(f\"{path.stem}.rank*.jsonl\")]:\n",
         "        for old in [path]:\n",
         "--fresh deletes only the main records, so a fresh run resumes from a previous run's rank files",
-        "spec/exactness.md E4", (WORKLOADS, UNITS, RECORDS),
+        "spec/exactness.md E4", (UNITS, RECORDS),
     ),
     # --- harness/check_command.py: veridec check's arguments and verdict ------------------------------------------
     Mutant(
@@ -340,7 +338,7 @@ MUTANTS: list[Mutant] = [
         "    if not isinstance(case, dict):\n",
         "    if case is not None and not isinstance(case, dict):\n",
         "--case null is no longer refused and falls back to drawn cases, so a replayed case is silently not the one run",
-        "spec/exactness.md EC2", (ARGUMENT_TYPES, HOSTILE_FLAGS, CHECK),
+        "spec/exactness.md EC2", (CHECK_REPORTS, HOSTILE_FLAGS, CHECK),
     ),
     Mutant(
         "p2-command-remote-code-without-flag",
@@ -356,7 +354,7 @@ MUTANTS: list[Mutant] = [
         "    if tier.uses_baseline and args.baseline and baseline is None:\n",
         "    if tier.uses_baseline and args.baseline:\n",
         "tier A rewrites an existing --baseline with this run's metrics, so a regression becomes the new baseline and passes next time",
-        "spec/exactness.md EC3", (ARGUMENT_TYPES, CHECK, CLI),
+        "spec/exactness.md EC3", (CHECK_REPORTS, CHECK, CLI),
     ),
     Mutant(
         "p2-command-alpha-default-from-delta",
@@ -364,7 +362,7 @@ MUTANTS: list[Mutant] = [
         "                         alpha=0.01 if args.alpha is None else args.alpha,\n",
         "                         alpha=0.05 if args.alpha is None else args.alpha,\n",
         "the command's tier S runs at a false-alarm rate of 0.05 instead of the stated default 0.01 (fewer samples, weaker tests)",
-        "spec/stochastic.md ST2", (ARGUMENT_TYPES, STOCHASTIC, CLI),
+        "spec/stochastic.md ST2", (CHECK_REPORTS, STOCHASTIC, CLI),
     ),
     # --- harness/event_rows.py: WINO's and the editing sampler's rows ---------------------------------------------
     Mutant(

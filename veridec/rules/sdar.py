@@ -41,8 +41,8 @@ class SDARParams:
 
     def __post_init__(self):
         for name in ("gen_length", "block_length", "denoising_steps"):
-            _check_integer(name, getattr(self, name), 1)
-        _check_integer("top_k", self.top_k, 0)
+            check_integer(name, getattr(self, name), 1)
+        check_integer("top_k", self.top_k, 0)
         _check_number("temperature", self.temperature, 0, math.inf)
         _check_number("top_p", self.top_p, 0, 1, low_open=True)
         _check_number("confidence_threshold", self.confidence_threshold, -math.inf, math.inf)
@@ -68,11 +68,11 @@ def check_stops(stops) -> tuple[int, ...] | None:
         raise ValueError(f"stopping_criteria_idx must be None or a list of token ids, got {stops!r}")
     stops = tuple(stops)
     for token in stops:
-        _check_integer("stopping_criteria_idx entry", token, 0)
+        check_integer("stopping_criteria_idx entry", token, 0)
     return stops
 
 
-def _check_integer(name: str, value, low: int) -> None:
+def check_integer(name: str, value, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
