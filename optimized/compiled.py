@@ -92,13 +92,15 @@ class CompiledModel:
     def __call__(self, x, attention_mask=None, **kwargs) -> PredictorOutput:
         return self._core(x, attention_mask, **kwargs)
 
-    def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False):
+    def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False,
+                scored: slice | None = None):
         """The model's prefill into the static cache of this canvas shape (refilled in place)."""
         return self._core.prefill(x, attention_mask, cache=self.static_cache(*x.shape) if cache is None else cache,
-                                  output_attentions=output_attentions)
+                                  output_attentions=output_attentions, scored=scored)
 
-    def forward_cached(self, tokens, positions, cache: KVCache, **kwargs) -> PredictorOutput:
-        return self._core.forward_cached(tokens, positions, cache, **kwargs)
+    def forward_cached(self, tokens, positions, cache: KVCache, logit_rows: torch.Tensor | None = None,
+                       **kwargs) -> PredictorOutput:
+        return self._core.forward_cached(tokens, positions, cache, logit_rows=logit_rows, **kwargs)
 
     def forward_blocks(self, tokens, start: int, cache: KVCache, block_size: int, **kwargs) -> PredictorOutput:
         """Block diffusion's call (spec/block_diffusion.md BD8.1): the model's own, its core compiled."""

@@ -12,7 +12,8 @@ seeds reproduce the official code; ``legacy_loop=True`` reproduces the June 2025
 tests after the forward and so spends one more cached forward when a block's refresh step completed it.
 ``compile=True`` runs the refresh and the cached block step under ``torch.compile(fullgraph=True,
 mode="reduce-overhead")``, one graph per shape (``veridec.optimized.compiled``); the same trace as eager where
-the backend runs the eager kernels.
+the backend runs the eager kernels. ``narrow_logits=False`` computes every window column's logits, as the official
+code does (by default only the step's columns: ``veridec.optimized.parallel.decode``).
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def generate_with_dual_cache(model, prompt, attention_mask=None, steps=128, gen_
 def _generate(cache, model, prompt, attention_mask, steps, gen_length, block_length, temperature, remasking,
               mask_id, threshold, factor, *, inclusive: bool = True, last_rank: str = "commit", ties: str = "lowest",
               generator: torch.Generator | None = None, record_logits: bool = False, legacy_loop: bool = False,
-              compile: bool | dict = False):
+              compile: bool | dict = False, narrow_logits: bool = True):
     params = FastDLLMParams(steps, gen_length, block_length, temperature, remasking, threshold, factor, inclusive,
                             last_rank, ties)
     return decode(model, prompt, attention_mask, rule=params.rule, cache=cache, gen_length=gen_length,
                   block_length=block_length, temperature=temperature, remasking=remasking, mask_id=mask_id,
                   ties=ties, generator=generator, record_logits=record_logits, name=f"fastdllm-{cache}-cache",
                   hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"),
-                  compile=compile)
+                  compile=compile, narrow_logits=narrow_logits)

@@ -74,6 +74,7 @@ class Decoding:
     sampling: dict  # temperature, remasking, ties, generator
     record_logits: bool
     hook: LoopHook
+    narrow: bool = False  # forwards return only the step's columns (``narrows_logits``)
 
     @property
     def needs_attention(self) -> bool:
@@ -94,11 +95,15 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
            gen_length: int = 128, block_length: int = 32, temperature: float = 0.0,
            remasking: str = "low_confidence", mask_id: int | None = None, ties: str = "lowest",
            generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
-           hook: LoopHook | None = None, compile: bool | dict = False) -> Decoded:
+           hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool = True) -> Decoded:
     """As ``veridec.reference.parallel.decode`` with a cache policy. ``hook`` reproduces an upstream loop's
     extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``). ``compile``: True (or
     torch.compile options) runs the model's forwards compiled, one graph per shape (``veridec.optimized.compiled``);
-    the loop and the rule are the same."""
+    the loop and the rule are the same. ``narrow_logits``: the forwards return only the step's columns, their last
+    layer running those queries alone (``narrows_logits``); False: the whole window's, as the reference and the
+    official code compute them (the same numbers where the kernels are row-wise; ``veridec check`` targets)."""
+    if not isinstance(narrow_logits, bool):
+        raise ValueError(f"narrow_logits must be True or False, got {narrow_logits!r}")
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
@@ -112,6 +117,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
                    new_state(rule, batch, x.shape[1], x.device),
                    dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator), record_logits,
                    hook or LoopHook())
+    run.narrow = narrow_logits and narrows_logits(run)
     for index in range(gen_length // block_length):
         start = prompt_len + index * block_length
         x = decode_block(run, x, Block(index, start, start + block_length))
@@ -125,13 +131,13 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     left = (x[:, :block.start] == run.mask_id).any(dim=0).nonzero()  # prompt masks compete too (SQ1.3)
     block = block._replace(first=int(left[0]) if len(left) else block.start)  # commits only move it right
     budget = step_budget((x == run.mask_id) & before_end[None], run.rule, run.sampled)
-    logits, attentions, window, kv = refresh(run, x)
+    logits, attentions, window, kv = refresh(run, x, block)
     x = take_step(run, x, block, 0, at_start, logits, attentions, window)
     step = 1
     while masks_in(x, block, run.mask_id).any() or run.hook.forward_after_completion(step):
         check_progress(step, block.index, budget, run.trace)
         if run.cache == "none":
-            logits, attentions, window, _ = refresh(run, x)
+            logits, attentions, window, _ = refresh(run, x, block)
         else:
             logits, attentions, window = cached_forward(run, x, block, kv)
         x = take_step(run, x, block, step, at_start, logits, attentions, window)
@@ -139,17 +145,28 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     return x
 
 
-def refresh(run: Decoding, x: torch.Tensor):
-    """A full forward of the canvas as it is now (prefill: also the K/V cache) -> (logits [B, L, V],
-    attentions, the canvas window, cache or None)."""
+def narrows_logits(run: Decoding) -> bool:
+    """Whether the forwards can return the logits of the step's columns only (``block.first`` to the block's end),
+    their last layer running those queries alone: the model says it takes ``scored`` / ``logit_rows``
+    (``narrowable_logits``, veridec's transformer) and the step reads no more (no whole window, no attention)."""
+    return getattr(run.model, "narrowable_logits", False) and not (run.reads_whole_window or run.needs_attention)
+
+
+def refresh(run: Decoding, x: torch.Tensor, block: Block):
+    """A full forward of the canvas as it is now (prefill: also the K/V cache) -> (logits [B, W, V] of the
+    window's tokens: the whole canvas, or with ``run.narrow`` ``block.first`` to the block's end; attentions,
+    the window, cache or None)."""
+    window = slice(block.first, block.end) if run.narrow else slice(0, x.shape[1])
+    options = {"scored": window} if run.narrow else {}
+    if run.needs_attention:
+        options["output_attentions"] = True
     if run.cache == "none":
-        out, kv = run.model(x, attention_mask=run.attention_mask,
-                            **({"output_attentions": True} if run.needs_attention else {})), None
+        out, kv = run.model(x, attention_mask=run.attention_mask, **options), None
     else:
-        out, kv = run.model.prefill(x, run.attention_mask, output_attentions=run.needs_attention)
+        out, kv = run.model.prefill(x, run.attention_mask, **options)
     run.trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])
-    query = scoring_queries(x.shape[1], run.model.logit_shift, run.attention_mask, x.device)  # [B, L]
-    return out.logits, out.attentions, Window(0, query, query), kv
+    query = scoring_queries(x.shape[1], run.model.logit_shift, run.attention_mask, x.device)[:, window]  # [B, W]
+    return out.logits, out.attentions, Window(window.start, query, query), kv
 
 
 def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
@@ -158,8 +175,9 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
     shift = run.model.logit_shift
     end = block.end if run.cache == "dual" else x.shape[1]
     fed = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
+    options = {"logit_rows": torch.arange(block.end - block.start, device=x.device)} if run.narrow else {}
     out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention,
-                                   check=False)  # fed is the block geometry: no host read
+                                   check=False, **options)  # fed is the block geometry: no host read
     run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
     logits = out.logits[:, :end - block.start]  # [B, W, V]: query j scores token j + shift
     run.hook.after_cached_forward(logits, run.sampling["temperature"], run.sampling["generator"])

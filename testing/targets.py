@@ -108,6 +108,11 @@ def _veridec(decoder, **fixed):
                                                                             **fixed, **settings)
 
 
+# The cached targets compute every window column's logits, as a faithful port of the official code does: a check
+# draws thresholds at the exact confidences, where a narrowed forward's rounding could flip a decision.
+WHOLE = {"narrow_logits": False}
+FIXED = "narrow_logits=False, "
+
 TARGETS = {
     ("llada", "none"): Target("llada", "llada", _veridec(llada.generate),
                               (*BLOCK_SETTINGS, "cfg_scale", "logits_eos_inf", "confidence_eos_eot_inf"),
@@ -115,27 +120,27 @@ TARGETS = {
     ("fastdllm", "none"): Target("fastdllm", "llada", _veridec(fastdllm_reference.generate),
                                  FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate",
                                  upstream="fastdllm/current/none"),
-    ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm", _veridec(fast.generate_with_prefix_cache),
-                                   FASTDLLM_SETTINGS,
-                                   call="veridec.optimized.fastdllm.generate_with_prefix_cache",
+    ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm",
+                                   _veridec(fast.generate_with_prefix_cache, **WHOLE), FASTDLLM_SETTINGS,
+                                   call="veridec.optimized.fastdllm.generate_with_prefix_cache", fixed=FIXED,
                                    upstream="fastdllm/current/prefix"),
-    ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache),
+    ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache, **WHOLE),
                                  FASTDLLM_SETTINGS,
-                                 call="veridec.optimized.fastdllm.generate_with_dual_cache",
+                                 call="veridec.optimized.fastdllm.generate_with_dual_cache", fixed=FIXED,
                                  upstream="fastdllm/current/dual"),
     ("fastdllm-2025-06", "none"): Target("fastdllm-2025-06", "llada", _veridec(fastdllm_reference.generate),
                                          (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate",
                                          upstream="fastdllm/legacy/none"),
     ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
-                                           _veridec(fast.generate_with_prefix_cache, legacy_loop=True),
+                                           _veridec(fast.generate_with_prefix_cache, legacy_loop=True, **WHOLE),
                                            (*BLOCK_SETTINGS, "threshold"),
                                            call="veridec.optimized.fastdllm.generate_with_prefix_cache",
-                                           fixed="legacy_loop=True, ", upstream="fastdllm/legacy/prefix"),
+                                           fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/prefix"),
     ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
-                                         _veridec(fast.generate_with_dual_cache, legacy_loop=True),
+                                         _veridec(fast.generate_with_dual_cache, legacy_loop=True, **WHOLE),
                                          (*BLOCK_SETTINGS, "threshold"),
                                          call="veridec.optimized.fastdllm.generate_with_dual_cache",
-                                         fixed="legacy_loop=True, ", upstream="fastdllm/legacy/dual"),
+                                         fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/dual"),
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
                               call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),

@@ -17,10 +17,12 @@ Two variants run alternately in one process, so their ratio holds on a loaded ma
 - ``before``: the step as of f53ad8f, kept below: the finiteness check (two passes over the whole window's
   logits: ``veridec.decoding.check_logits`` without ``where=``, unchanged since), the proposal and the float64
   softmax over the whole window (a no-cache window is the canvas, a prefix window runs to its end), the
-  trace's top-2 margins over the whole window, host reads per row and per committed position;
+  trace's top-2 margins over the whole window, host reads per row and per committed position; its forwards
+  compute the whole window's logits (``narrow_logits=False``);
 - ``after``: the shipped step (``veridec.optimized.parallel.take_step``): the columns from the first candidate
   to the block's end only, the finiteness check fused into the step's softmax, margins of the committed
-  positions only, one host read for the ranking and one for the trace.
+  positions only, one host read for the ranking and one for the trace; and the shipped forwards, which compute
+  those columns' logits only (narrowed logits, spec/parallel.md P11).
 Both must record the same trace (tokens, commit order, confidences, margins, gaps, counters): the tool exits 1
 otherwise. Speeds follow ``veridec.throughput`` (tokens to the first EOS per second, with calls, device, dtype
 and batch). ``--fastdllm`` (the official NVlabs/Fast-dLLM llada/ folder, in an environment where it imports:
@@ -172,7 +174,7 @@ def timed_decode(model, cache: str, prompt: torch.Tensor, variant: str) -> dict:
     try:
         sync(prompt.device)
         started = time.perf_counter()
-        decoded = DECODERS[cache](timed, prompt, **SETTINGS)
+        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == "after", **SETTINGS)
         sync(prompt.device)
         total = time.perf_counter() - started
     finally:
@@ -264,8 +266,8 @@ def markdown(result: dict) -> str:
              "# Host share of a decode step (optimized Fast-dLLM, threshold 0.9)", "",
              f"Prompt {config['prompt_length']}, gen {config['gen_length']}, block {config['block_length']}, batch 1, "
              "float32. Host share: the decode's wall time outside the model's forwards (the step: rule, trace, "
-             "checks; and the loop), over the decode's wall time. `before`: the step of f53ad8f; `after`: the "
-             "shipped one (the same trace, checked).", "",
+             "checks; and the loop), over the decode's wall time. `before`: the step of f53ad8f, whole-window "
+             "forwards; `after`: the shipped step and forwards (narrowed logits; the same trace, checked).", "",
              "| model | cache | calls | step ms/call before | after | step cut | host share before | after | "
              "decode s before | after | tokens/s after |", "|---" * 11 + "|"]
     rows = {(r["model"], r["cache"], r["variant"]): r for r in result["rows"]}

@@ -373,8 +373,8 @@ MUTANTS: list[Mutant] = [
         "            q, k = self.q_norm(q), self.k_norm(k)\n"
         "        q, k = q.transpose(1, 2), k.transpose(1, 2)\n"
         "        v = self.v(h).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)\n"
-        "        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v\n",
-        "        q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)\n"
+        "        return apply_rope(q, cos_q, sin_q), apply_rope(k, cos, sin), v\n",
+        "        q, k = apply_rope(q.transpose(1, 2), cos_q, sin_q), apply_rope(k.transpose(1, 2), cos, sin)\n"
         "        if hasattr(self, \"q_norm\"):\n"
         "            q, k = self.q_norm(q), self.k_norm(k)\n"
         "        v = self.v(h).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)\n"

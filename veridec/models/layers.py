@@ -84,16 +84,19 @@ class Attention(nn.Module):
         if qk_norm_eps is not None:  # SDAR / Qwen3: each head's q and k normed over head_dim before RoPE
             self.q_norm, self.k_norm = RMSNorm(head_dim, qk_norm_eps), RMSNorm(head_dim, qk_norm_eps)
 
-    def project(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """h [B, Q, hidden] -> q [B, H, Q, D], k, v [B, Hkv, Q, D] with rotary applied to q and k."""
+    def project(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rows: torch.Tensor | None = None):
+        """h [B, Q, hidden] -> q [B, H, R, D], k, v [B, Hkv, Q, D] with rotary applied to q and k; ``rows`` [R]:
+        the queries to compute (all Q by default)."""
         b, n, _ = h.shape
-        q = self.q(h).view(b, n, self.n_heads, self.head_dim)  # [B, Q, H, D]
+        hq, cos_q, sin_q = (h, cos, sin) if rows is None else (
+            h.index_select(1, rows), cos.index_select(2, rows), sin.index_select(2, rows))  # [B, R, hidden] ...
+        q = self.q(hq).view(b, hq.shape[1], self.n_heads, self.head_dim)  # [B, R, H, D]
         k = self.k(h).view(b, n, self.n_kv_heads, self.head_dim)  # [B, Q, Hkv, D]
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v(h).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        return apply_rope(q, cos_q, sin_q), apply_rope(k, cos, sin), v
 
     def output(self, attn_out: torch.Tensor) -> torch.Tensor:
         """attn_out [B, H, Q, D] -> [B, Q, hidden]."""

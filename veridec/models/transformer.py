@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .interface import PredictorOutput, SpecialTokens, check_canvas, query_positions, realign_shifted
+from .interface import (PredictorOutput, SpecialTokens, check_canvas, first_real_position, query_positions,
+                        realign_shifted)
 from .layers import Attention, RMSNorm, SwiGLU, attend, rope_cos_sin
 
 
@@ -103,10 +104,13 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
 
-    def forward(self, h, cos, sin, kv_store, bias, need_weights):
-        """h [B, Q, hidden]; kv_store(k, v) -> the keys/values to attend to [B, Hkv, Lk, D]."""
-        q, k, v = self.attn.project(self.attn_norm(h), cos, sin)
+    def forward(self, h, cos, sin, kv_store, bias, need_weights, rows: torch.Tensor | None = None):
+        """h [B, Q, hidden]; kv_store(k, v) -> the keys/values to attend to [B, Hkv, Lk, D]. ``rows`` [R]: only
+        these queries go on (every key and value is still computed and stored) -> h [B, R, hidden]."""
+        q, k, v = self.attn.project(self.attn_norm(h), cos, sin, rows)
         keys, values = kv_store(k, v)
+        if rows is not None:
+            h, bias = h.index_select(1, rows), bias_rows(bias, rows)  # [B, R, hidden], [.., R|1, Lk]
         out, weights = attend(q, keys, values, bias, need_weights)
         h = h + self.attn.output(out)
         return h + self.mlp(self.mlp_norm(h)), weights
@@ -114,6 +118,8 @@ class Block(nn.Module):
 
 class BidirectionalTransformer(nn.Module):
     """Mask predictor for the LLaDA and Dream layouts (``family``); see veridec.models.layouts."""
+
+    narrowable_logits = True  # forward / prefill take ``scored``, forward_cached / raw_forward ``logit_rows`` (M5.1)
 
     def __init__(self, cfg: TransformerConfig, special: SpecialTokens, family: str, logit_shift: int):
         super().__init__()
@@ -149,14 +155,44 @@ class BidirectionalTransformer(nn.Module):
 
     # ---------------------------------------------------------------- full forwards
     def forward(self, x, attention_mask=None, output_attentions: bool = False,
-                block_size: int | None = None) -> PredictorOutput:
+                block_size: int | None = None, scored: slice | None = None) -> PredictorOutput:
         """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured.
-        ``block_size`` b: block-causal attention (blocks of b canvas positions from position 0)."""
+        ``block_size`` b: block-causal attention (blocks of b canvas positions from position 0).
+        ``scored`` [a, b): the logits of those tokens only, [B, b - a, V]; the last layer runs only the queries
+        that score them (``raw_forward``'s ``logit_rows``), the same numbers where the kernels are row-wise."""
         mask = check_canvas(x, attention_mask, self.max_length)
         bias = None if block_size is None else block_causal_bias(x.shape[1], block_size, x.device)[None, None]
+        rows = self.scoring_rows(scored, mask)
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, attn_bias=bias,
-                               output_attentions=output_attentions)
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask), out.attentions)
+                               output_attentions=output_attentions, logit_rows=rows)
+        return PredictorOutput(self._aligned(out.logits, mask, scored), out.attentions)
+
+    def scoring_rows(self, scored: slice | None, mask: torch.Tensor) -> torch.Tensor | None:
+        """The queries [R] whose logits score the tokens of ``scored`` (a slice [a, b) of the canvas, mask [B, L]):
+        a - shift .. b - 1, and each row's first real position (it scores itself, spec M3). None: all of them."""
+        if scored is None:
+            return None
+        length = mask.shape[1]
+        if not (isinstance(scored, slice) and scored.step is None and all(
+                isinstance(end, int) and not isinstance(end, bool) for end in (scored.start, scored.stop))
+                and 0 <= scored.start < scored.stop <= length):
+            raise ValueError(f"scored must be a slice of canvas positions [start, stop) with 0 <= start < stop <= "
+                             f"{length}, got {scored!r}")
+        stop = scored.stop
+        if self.logit_shift:  # a row's first real token may lie at or after b (a window inside its padding)
+            stop = max(stop, int(first_real_position(mask).max()) + 1)
+        return torch.arange(max(0, scored.start - self.logit_shift), stop, device=mask.device)  # [R]
+
+    def _aligned(self, raw_logits: torch.Tensor, mask: torch.Tensor, scored: slice | None) -> torch.Tensor:
+        """raw_logits [B, R, V] of ``scoring_rows(scored)`` -> token-aligned logits [B, b - a, V] (all L: [B, L, V])."""
+        if scored is None:
+            return realign_shifted(raw_logits, self.logit_shift, mask)
+        if self.logit_shift == 0:
+            return raw_logits  # the rows are the tokens themselves
+        tokens = torch.arange(scored.start, scored.stop, device=mask.device)[None]  # [1, W]
+        source = query_positions(tokens, self.logit_shift, first_real_position(mask))  # [B, W]
+        source = source - max(0, scored.start - self.logit_shift)  # row of raw_logits
+        return raw_logits.gather(1, source[..., None].expand(*source.shape, raw_logits.shape[-1]))
 
     def new_cache(self, batch_size: int, length: int) -> KVCache:
         shape = (batch_size, self.cfg.num_kv_heads, length, self.cfg.head_dim)
@@ -165,8 +201,10 @@ class BidirectionalTransformer(nn.Module):
                        torch.ones(batch_size, length, dtype=torch.bool, device=self.device),
                        torch.zeros(batch_size, dtype=torch.long, device=self.device))
 
-    def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False):
-        """Full forward that also fills a static cache; returns (aligned output, cache)."""
+    def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False,
+                scored: slice | None = None):
+        """Full forward that also fills a static cache; returns (aligned output, cache). ``scored``: as
+        ``forward``'s (every key and value is still cached)."""
         mask = check_canvas(x, attention_mask, self.max_length)
         if cache is None:
             cache = self.new_cache(*x.shape)
@@ -177,19 +215,21 @@ class BidirectionalTransformer(nn.Module):
         cache.rope_offset.copy_((~mask).sum(dim=1))
         slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
-                               output_attentions=output_attentions)
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask), out.attentions), cache
+                               output_attentions=output_attentions, logit_rows=self.scoring_rows(scored, mask))
+        return PredictorOutput(self._aligned(out.logits, mask, scored), out.attentions), cache
 
     # ---------------------------------------------------------------- subset forwards
     def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,
-                       output_attentions: bool = False, check: bool = True) -> PredictorOutput:
+                       output_attentions: bool = False, check: bool = True,
+                       logit_rows: torch.Tensor | None = None) -> PredictorOutput:
         """Queries for ``tokens`` [B, Q] at canvas ``positions`` [B, Q] against the cache.
 
         write=True: K/V at ``positions`` are recomputed and overwrite the cache; queries attend to all L entries
         (``attn_bias`` broadcastable to [B, H, Q, L]). write=False: the cache is left untouched; queries attend
         to the L cached entries followed by their own Q new entries (``attn_bias`` [B, H, Q, L + Q]); their
         positions may lie beyond the cache (new tokens after a cached prefix).
-        Returns raw logits [B, Q, V]: the query at position j scores token j + logit_shift.
+        Returns raw logits [B, Q, V]: the query at position j scores token j + logit_shift (``logit_rows`` [R]:
+        those queries' only, [B, R, V], as ``raw_forward``'s).
         ``check=False`` skips ``check_cached_positions`` (it reads positions on the host): the decoders build
         their positions from the canvas geometry, so their hot path never synchronises (CUDA graphs,
         ``torch.compile(fullgraph=True)``).
@@ -203,7 +243,7 @@ class BidirectionalTransformer(nn.Module):
         key_mask = cache.key_mask if write else torch.cat([cache.key_mask, fresh], 1)
         return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
                                 slots=positions if write else None, output_attentions=output_attentions,
-                                padded=cache.padded)
+                                padded=cache.padded, logit_rows=logit_rows)
 
     def block_cache(self, batch: int, length: int, first_real: torch.Tensor | None = None) -> KVCache:
         """An empty cache for block diffusion over a canvas of ``length`` positions, filled block by block by
@@ -252,7 +292,7 @@ class BidirectionalTransformer(nn.Module):
     # ---------------------------------------------------------------- the core
     def raw_forward(self, tokens, rope_pos, *, key_mask=None, attn_bias=None, cache: KVCache | None = None,
                     slots=None, output_attentions: bool = False, padded: bool | None = None,
-                    check_bias: bool = True) -> PredictorOutput:
+                    check_bias: bool = True, logit_rows: torch.Tensor | None = None) -> PredictorOutput:
         """tokens, rope_pos [B, Q] -> raw logits [B, Q, V] (query-aligned, no Dream realignment).
 
         key_mask [B, Lk] bool (False = never attend); attn_bias additive, broadcastable to [B, H, Q, Lk].
@@ -260,14 +300,21 @@ class BidirectionalTransformer(nn.Module):
         slots: Lk = L + Q (cache, then the queries' own K/V), the cache unchanged; without a cache: Lk = Q.
         ``padded``: whether key_mask masks any key, when the caller knows (else read from key_mask).
         ``check_bias=False``: the caller has checked that the bias leaves every query a key (a host read).
+        ``logit_rows`` [R] (long, in [0, Q)): logits of these queries only, [B, R, V]; the last layer, the final
+        norm and the head run on them alone (every layer's keys and values still cover all Q queries).
         """
+        if logit_rows is not None and output_attentions:
+            raise ValueError("logit_rows and output_attentions exclude each other: the last layer would return the "
+                             "weights of its logit rows only")
         bias = self._bias(key_mask, attn_bias, tokens.shape[1], padded, check_bias)
         cos, sin = rope_cos_sin(rope_pos, self.cfg.head_dim, self.cfg.rope_theta)
         h = self.embed(tokens)  # [B, Q, hidden]
         attentions = []
         rows = None if slots is None else torch.arange(slots.shape[0], device=slots.device)[:, None]  # [B, 1]
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            h, weights = layer(h, cos, sin, self._kv_store(cache, i, slots, rows), bias, output_attentions)
+            h, weights = layer(h, cos, sin, self._kv_store(cache, i, slots, rows), bias, output_attentions,
+                               logit_rows if i == last else None)
             attentions.append(weights)
         if cache is not None and slots is not None:
             cache.writes += slots.numel()
@@ -337,6 +384,11 @@ def cached_block_bias(cache_length: int, start: int, width: int, block_size: int
         return torch.cat([before, own, after], dim=1)[None, None]
     unwritten = torch.full((width, cache_length - start), float("-inf"), device=device)
     return torch.cat([before, unwritten, own], dim=1)[None, None]
+
+
+def bias_rows(bias: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor | None:
+    """An additive bias [B|1, H|1, Q|1, Lk] for the queries ``rows`` [R] only."""
+    return bias if bias is None or bias.shape[2] == 1 else bias.index_select(2, rows)
 
 
 def rope_positions(mask: torch.Tensor) -> torch.Tensor:

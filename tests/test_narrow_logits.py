@@ -1,0 +1,171 @@
+"""Narrowed logits (spec/models.md M5.1, spec/parallel.md P11.1): a forward asked for a few tokens' logits runs its
+last layer for their scoring queries only, and the optimized parallel decoder asks for the step's columns only.
+The truth is the whole forward, sliced; float64 models, so the two differ by rounding alone (measured below)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from veridec.models import random_model
+from veridec.optimized.parallel import decode
+from veridec.rules.parallel import KLASS, Threshold
+from veridec.rules.presets import PRESETS
+
+# measured: narrowed float64 logits differ from the whole forward's by at most 1.6e-15 here (a few ulps of
+# logits of size ~1); a wrong row differs by O(1)
+ROUNDING = 1e-12
+
+
+def padded_canvas(family: str, length: int = 12):
+    """Two rows: one unpadded, one with 5 positions of left padding (its first real token at 5)."""
+    model = random_model(family, 3, dtype=torch.float64)
+    x = torch.randint(0, model.special.mask_id, (2, length), generator=torch.Generator().manual_seed(1))
+    x[:, 8:] = model.special.mask_id
+    mask = torch.ones_like(x)
+    mask[1, :5] = 0
+    return model, x, mask
+
+
+WINDOWS = [(0, 1), (0, 12), (1, 3), (4, 6), (5, 9), (8, 12), (11, 12)]
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("window", WINDOWS)
+def test_a_scored_forward_returns_those_tokens_logits(family, window):
+    """Dream (shift 1) scores token t at t - 1, a row's first real token at itself: (1, 3) lies in row 1's
+    padding, whose tokens are scored by position 5, past the window."""
+    model, x, mask = padded_canvas(family)
+    scored = slice(*window)
+    whole = model(x, mask).logits[:, scored]  # [B, W, V]
+    narrow = model(x, mask, scored=scored).logits
+    assert narrow.shape == whole.shape
+    torch.testing.assert_close(narrow, whole, rtol=0, atol=ROUNDING)
+    _, cache = model.prefill(x, mask)
+    out, narrow_cache = model.prefill(x, mask, scored=scored)
+    torch.testing.assert_close(out.logits, whole, rtol=0, atol=ROUNDING)
+    for layer in range(model.cfg.num_layers):  # every key and value is still computed and cached
+        assert torch.equal(narrow_cache.keys[layer], cache.keys[layer])
+        assert torch.equal(narrow_cache.values[layer], cache.values[layer])
+
+
+def test_the_comparison_fails_on_rows_one_off(monkeypatch):
+    """Negative control: scoring rows shifted by one (Dream's rows read as LLaDA's) fail the comparison above."""
+    model, x, mask = padded_canvas("dream")
+    whole = model(x, mask).logits[:, 1:7]  # [B, 6, V]
+    original = type(model).scoring_rows
+    monkeypatch.setattr(type(model), "scoring_rows", lambda self, scored, m: original(self, scored, m) + 1)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(model(x, mask, scored=slice(1, 7)).logits, whole, rtol=0, atol=ROUNDING)
+
+
+def test_cached_logit_rows_return_those_queries_and_write_the_same_cache():
+    model, x, mask = padded_canvas("llada")
+    _, cache = model.prefill(x, mask)
+    narrow_cache = cache.clone()
+    positions = torch.arange(4, 12).expand(2, -1)  # [B, 8]
+    whole = model.forward_cached(x[:, 4:], positions, cache).logits  # [B, 8, V]
+    rows = torch.tensor([0, 1, 2])
+    narrow = model.forward_cached(x[:, 4:], positions, narrow_cache, logit_rows=rows).logits
+    torch.testing.assert_close(narrow, whole[:, :3], rtol=0, atol=ROUNDING)
+    assert all(torch.equal(a, b) for a, b in zip(narrow_cache.keys + narrow_cache.values, cache.keys + cache.values))
+    assert narrow_cache.writes == cache.writes
+
+
+@pytest.mark.parametrize("scored", [slice(3, 3), slice(5, 2), slice(-1, 4), slice(0, 13), slice(0, 4, 2),
+                                    slice(True, 4), slice(0.0, 4), (0, 4), slice(None, 4)])
+def test_a_bad_scored_window_is_refused_by_name(scored):
+    model, x, mask = padded_canvas("llada")
+    with pytest.raises(ValueError, match=r"scored must be a slice of canvas positions \[start, stop\) with "
+                                         r"0 <= start < stop <= 12"):
+        model(x, mask, scored=scored)
+
+
+def test_logit_rows_and_attention_weights_exclude_each_other():
+    model, x, _ = padded_canvas("llada")
+    with pytest.raises(ValueError, match="logit_rows and output_attentions exclude each other"):
+        model.raw_forward(x, torch.arange(12).expand(2, -1), logit_rows=torch.tensor([0]), output_attentions=True)
+
+
+def test_narrow_logits_must_be_a_bool():
+    model, x, _ = padded_canvas("llada")
+    with pytest.raises(ValueError, match="narrow_logits must be True or False, got 1"):
+        decode(model, x[:1, :4], rule=Threshold(0.9), narrow_logits=1)
+
+
+class RowCounter:
+    """Wraps a model's core: records how many logit rows each forward returned."""
+
+    def __init__(self, model):
+        self.rows, inner = [], model.raw_forward
+
+        def counted(*args, **kwargs):
+            out = inner(*args, **kwargs)
+            self.rows.append(out.logits.shape[1])
+            return out
+
+        model.raw_forward = counted
+
+
+CASES = [("none", "llada"), ("prefix", "llada"), ("dual", "llada"), ("none", "dream"), ("prefix", "dream")]
+
+
+@pytest.mark.parametrize("cache,family", CASES)
+def test_the_decoder_computes_the_block_rows_only_and_decodes_the_same(cache, family):
+    """Prompt 8, gen 16, block 4: a whole-window forward returns up to 24 rows; a narrowed one the block's 4 (Dream:
+    5, the query before the block too). Same tokens, commit order, counters; confidences equal up to rounding."""
+    model = random_model(family, 0, dtype=torch.float64)
+    prompt = torch.randint(0, model.special.mask_id, (2, 8), generator=torch.Generator().manual_seed(2))
+    run = lambda narrow: decode(model, prompt, rule=Threshold(0.5), cache=cache, gen_length=16,  # noqa: E731
+                                block_length=4, narrow_logits=narrow)
+    counter = RowCounter(model)
+    whole = run(False)
+    whole_rows, counter.rows = counter.rows, []
+    narrow = run(True)
+    assert max(whole_rows) == 24 and max(counter.rows) == 4 + model.logit_shift, (whole_rows, counter.rows)
+    assert torch.equal(narrow.canvas, whole.canvas)
+    assert narrow.trace.counters == whole.trace.counters
+    for a, b in zip(narrow.trace.steps, whole.trace.steps, strict=True):
+        assert (a.block, a.positions, a.tokens) == (b.block, b.positions, b.tokens)
+        torch.testing.assert_close(torch.tensor(sum(a.confidences, [])), torch.tensor(sum(b.confidences, [])),
+                                   rtol=0, atol=ROUNDING)
+
+
+@pytest.mark.parametrize("why,options", [
+    ("KLASS remembers the whole window", dict(rule=KLASS(0.5, 0.5))),
+    ("a temperature draws noise over the window", dict(rule=Threshold(0.5), temperature=0.7,
+                                                       generator=torch.Generator().manual_seed(0))),
+    ("random remasking draws over the window", dict(rule=PRESETS["fastdllm"], remasking="random",
+                                                    generator=torch.Generator().manual_seed(0))),
+    ("DAPD reads attention weights", dict(rule=PRESETS["dapd-hq"])),
+])
+def test_steps_that_read_more_than_their_columns_get_the_whole_window(why, options):
+    model = random_model("llada", 0, dtype=torch.float64)
+    counter = RowCounter(model)
+    decode(model, torch.tensor([[5, 6, 7, 8]]), cache="prefix", gen_length=8, block_length=4, **options)
+    assert max(counter.rows) == 12, why
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_a_compiled_decode_narrows_too_and_equals_eager(cache):
+    """The compiled wrapper's forwards take ``scored`` / ``logit_rows``: its graphs run the block's rows only, and
+    under ``aot_eager`` (the eager kernels) record the eager narrowed decode exactly."""
+    from veridec.optimized.compiled import compiled
+
+    aot_eager = {"backend": "aot_eager"}
+    model = random_model("llada", 0)
+    wrapper, rows = compiled(model, aot_eager), []
+    graph = wrapper._graph
+
+    def counted(*args, **kwargs):
+        out = graph(*args, **kwargs)
+        rows.append(out.logits.shape[1])
+        return out
+
+    wrapper._graph = counted
+    prompt = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    run = lambda compile: decode(model, prompt, rule=Threshold(0.5), cache=cache, gen_length=16,  # noqa: E731
+                                 block_length=4, compile=compile)
+    eager, fast = run(False), run(aot_eager)
+    assert rows and max(rows) == 4, rows
+    assert torch.equal(fast.canvas, eager.canvas) and fast.trace.to_dict() == eager.trace.to_dict()
