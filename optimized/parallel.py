@@ -175,13 +175,15 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
     shift = run.model.logit_shift
     end = block.end if run.cache == "dual" else x.shape[1]
     fed = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
-    options = {"logit_rows": torch.arange(block.end - block.start, device=x.device)} if run.narrow else {}
+    width = block.end - block.start  # the block's queries: the only rows a narrowed step reads
+    narrow = run.narrow and fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)
+    options = {"logit_rows": torch.arange(width, device=x.device)} if narrow else {}
     out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention,
                                    check=False, **options)  # fed is the block geometry: no host read
     run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
     logits = out.logits[:, :end - block.start]  # [B, W, V]: query j scores token j + shift
     run.hook.after_cached_forward(logits, run.sampling["temperature"], run.sampling["generator"])
-    rows = torch.arange(end - block.start, device=x.device)
+    rows = torch.arange(logits.shape[1], device=x.device)
     return logits, out.attentions, Window(block.start, rows, rows + block.start - shift)
 
 
