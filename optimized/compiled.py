@@ -33,7 +33,7 @@ import weakref
 
 import torch
 
-from veridec.models.interface import PredictorOutput
+from veridec.models.interface import PredictorOutput, takes_narrowed_logits
 from veridec.models.transformer import KVCache
 
 DEFAULT_OPTIONS = {"backend": "inductor", "mode": "reduce-overhead"}
@@ -85,6 +85,7 @@ class CompiledModel:
         self._core = copy.copy(model)  # shares the parameters and modules; only its core is swapped
         self._core.raw_forward = self._raw_forward
         self._caches: dict[tuple[int, int], KVCache] = {}
+        self.narrowable_logits = takes_narrowed_logits(model)  # it passes scored / logit_rows on (M5.1)
 
     def __getattr__(self, name):
         return getattr(self.model, name)

@@ -20,7 +20,7 @@ import torch
 from veridec.canvas import initial_canvas
 from veridec.decoding import (check_decode_args, check_model_supports, check_progress, check_step_logits, decode_params,
                               step_budget)
-from veridec.models.interface import scoring_queries
+from veridec.models.interface import scoring_queries, takes_narrowed_logits
 from veridec.rules.common import check_choice
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
@@ -147,9 +147,10 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
 
 def narrows_logits(run: Decoding) -> bool:
     """Whether the forwards can return the logits of the step's columns only (``block.first`` to the block's end),
-    their last layer running those queries alone: the model says it takes ``scored`` / ``logit_rows``
-    (``narrowable_logits``, veridec's transformer) and the step reads no more (no whole window, no attention)."""
-    return getattr(run.model, "narrowable_logits", False) and not (run.reads_whole_window or run.needs_attention)
+    their last layer running those queries alone: the model declares that it takes ``scored`` / ``logit_rows``
+    (``takes_narrowed_logits``: veridec's transformer, the compiled wrapper) and the step reads no more (no whole
+    window, no attention)."""
+    return takes_narrowed_logits(run.model) and not (run.reads_whole_window or run.needs_attention)
 
 
 def refresh(run: Decoding, x: torch.Tensor, block: Block):

@@ -39,3 +39,30 @@ def test_the_official_rows_pair_each_repeat():
                          "gen_length": 3, "block_length": 3, "official": "NVlabs/Fast-dLLM (legacy loop)"},
               "rows": [], "same_trace": {}, "official": [row]}
     assert "| default | none | 2.0 | 1.0 | 2.0x | 1.25-3.0x | yes | yes |" in host_share.markdown(result)
+
+
+def test_before_computes_whole_windows_and_after_narrows(monkeypatch):
+    """``before`` is f53ad8f's decode, whole-window forwards included; ``after`` the shipped one (narrowed logits):
+    the rows of logits each forward returned, per variant."""
+    import torch
+
+    from veridec.models.shipped import load_model
+
+    monkeypatch.setitem(host_share.SETTINGS, "gen_length", 64)
+    monkeypatch.setitem(host_share.SETTINGS, "steps", 64)
+    model = load_model("default")
+    rows, inner = [], model.raw_forward
+
+    def counted(*args, **kwargs):
+        out = inner(*args, **kwargs)
+        rows.append(out.logits.shape[1])
+        return out
+
+    model.raw_forward = counted
+    prompt = torch.randint(0, model.special.mask_id, (1, 16), generator=torch.Generator().manual_seed(0))
+    seen = {}
+    for variant in ("before", "after"):
+        rows.clear()
+        host_share.timed_decode(model, "prefix", prompt, variant)
+        seen[variant] = max(rows)
+    assert seen == {"before": 16 + 64, "after": 32}

@@ -169,3 +169,90 @@ def test_a_compiled_decode_narrows_too_and_equals_eager(cache):
     eager, fast = run(False), run(aot_eager)
     assert rows and max(rows) == 4, rows
     assert torch.equal(fast.canvas, eager.canvas) and fast.trace.to_dict() == eager.trace.to_dict()
+
+
+def test_block_causal_and_per_query_biases_are_narrowed_with_their_queries():
+    """A bias with a query axis (block-causal forwards; a cached forward's ``attn_bias``) is selected with the
+    queries: the narrowed logits are the whole forward's."""
+    model, x, _ = padded_canvas("llada")
+    whole = model(x, block_size=4).logits[:, 4:9]  # [B, 5, V]
+    torch.testing.assert_close(model(x, block_size=4, scored=slice(4, 9)).logits, whole, rtol=0, atol=ROUNDING)
+    _, cache = model.prefill(x)
+    positions = torch.arange(4, 12).expand(2, -1)  # [B, 8]
+    bias = torch.zeros(1, 1, 8, 12).masked_fill(torch.rand(1, 1, 8, 12, generator=torch.Generator().manual_seed(0))
+                                                < 0.3, float("-inf"))
+    bias[..., 0] = 0  # every query keeps a key
+    whole = model.forward_cached(x[:, 4:], positions, cache.clone(), attn_bias=bias).logits  # [B, 8, V]
+    rows = torch.tensor([1, 5, 6])
+    narrow = model.forward_cached(x[:, 4:], positions, cache.clone(), attn_bias=bias, logit_rows=rows).logits
+    torch.testing.assert_close(narrow, whole[:, rows], rtol=0, atol=ROUNDING)
+
+
+@pytest.mark.parametrize("name", ["generate", "generate_with_prefix_cache", "generate_with_dual_cache"])
+def test_the_fastdllm_decoders_narrow_by_default_and_not_when_told(name):
+    from veridec.optimized import fastdllm
+
+    model = random_model("dream", 0, dtype=torch.float64)  # Dream: a dual step cuts the query before the block
+    counter = RowCounter(model)
+    prompt = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    run = lambda **o: getattr(fastdllm, name)(model, prompt, steps=8, gen_length=16, block_length=4,  # noqa: E731
+                                              threshold=0.5, **o)
+    run()
+    narrowed, counter.rows = counter.rows, []
+    run(narrow_logits=False)
+    # a refresh: the block and the query before it (5 rows) against the canvas (24); cached steps cut to 4
+    assert max(narrowed) == 5 and max(counter.rows) == 24 and sum(narrowed) < sum(counter.rows)
+
+
+CACHED_TARGETS = [("fastdllm", "prefix"), ("fastdllm", "dual"), ("fastdllm-2025-06", "prefix"),
+                  ("fastdllm-2025-06", "dual")]
+
+
+@pytest.mark.parametrize("key", CACHED_TARGETS)
+def test_a_cached_check_target_and_its_reproducer_run_whole_windows(key, monkeypatch):
+    """The check's cached Fast-dLLM targets compute every window column, and the call a failure report prints
+    (``report.reproducer_snippet``: ``{name}(model, prompt, attention_mask, ties=..., {fixed}{settings})``) is the
+    same call. A narrowed forward is made unmistakable here (+100 on token 0), so either narrowing shows."""
+    import importlib
+
+    from veridec.models.transformer import BidirectionalTransformer
+    from veridec.testing import load_check_model
+    from testing.targets import TARGETS
+
+    original = BidirectionalTransformer.raw_forward
+
+    def loud(self, *args, logit_rows=None, **kwargs):
+        out = original(self, *args, logit_rows=logit_rows, **kwargs)
+        if logit_rows is not None:
+            out.logits[..., 0] += 100.0
+        return out
+
+    monkeypatch.setattr(BidirectionalTransformer, "raw_forward", loud)
+    target, model = TARGETS[key], load_check_model("tiny-llada")
+    prompt, settings = torch.tensor([[1, 2, 3]]), dict(gen_length=8, block_length=4, steps=4, threshold=0.9)
+    expected = target.decode(model, prompt, None, "lowest", **settings).canvas
+    module, name = target.call.rsplit(".", 1)
+    arguments = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    namespace = {name: getattr(importlib.import_module(module), name), "model": model, "prompt": prompt,
+                 "attention_mask": None}
+    printed = eval(f"{name}(model, prompt, attention_mask, ties='lowest', {target.fixed}{arguments}).canvas",
+                   namespace)  # noqa: S307
+    assert torch.equal(printed, expected)
+    assert not (expected[0, 3:] == 0).all()  # not the loud token everywhere: the target computed whole windows
+
+
+def test_a_recording_proxy_gets_whole_windows_and_the_compiled_wrapper_narrows():
+    """The flag is read statically: a proxy that forwards attributes (``RecordingModel``, which pairs each cached
+    call's logits with its positions) is not narrowed; the compiled wrapper declares it for its model."""
+    from veridec.models.interface import takes_narrowed_logits
+    from veridec.optimized.compiled import compiled
+    from veridec.recording import RecordingModel
+
+    model = random_model("llada", 0)
+    assert takes_narrowed_logits(model) and compiled(model, {"backend": "aot_eager"}).narrowable_logits
+    proxy = RecordingModel(model, keep_logits=True)
+    assert proxy.narrowable_logits and not takes_narrowed_logits(proxy)  # forwarded, not declared
+    decoded = decode(proxy, torch.tensor([[5, 6, 7, 8]]), rule=Threshold(0.5), cache="prefix", gen_length=8,
+                     block_length=4)
+    assert all(call.logits.shape[1] == call.positions.shape[1] for call in proxy.calls if call.logits is not None)
+    assert proxy.logit_errors(decoded.canvas, 4)  # each cached call's logits against a full forward

@@ -10,6 +10,7 @@ Contract (spec/models.md, clauses M1-M4):
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -47,6 +48,14 @@ class MaskPredictor(Protocol):
     def device(self) -> torch.device: ...
 
     def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> PredictorOutput: ...
+
+
+def takes_narrowed_logits(model) -> bool:
+    """Whether ``model`` declares narrowed forwards (spec/models.md M5.1: ``forward`` / ``prefill`` take
+    ``scored``, ``forward_cached`` takes ``logit_rows``) with ``narrowable_logits = True`` on its class, or on the
+    instance as a wrapper that passes them on does. Looked up statically: a proxy that forwards attributes through
+    ``__getattr__`` but reads per-position outputs (``veridec.recording.RecordingModel``) does not inherit it."""
+    return inspect.getattr_static(model, "narrowable_logits", False) is True
 
 
 def query_positions(token_positions: torch.Tensor, logit_shift: int,
