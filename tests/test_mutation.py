@@ -18,6 +18,7 @@ from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 from tools.mutants_llada2 import MUTANTS as LLADA2
+from tools.mutants_narrow import MUTANTS as NARROW
 from tools.mutants_own_model import MUTANTS as OWN_MODEL
 from tools.mutants_product import MUTANTS as PRODUCT
 from tools.mutants_product2 import MUTANTS as PRODUCT2
@@ -58,7 +59,7 @@ def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
                           + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL)
-                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2))
+                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

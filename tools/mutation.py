@@ -518,7 +518,8 @@ def render(results: list[Result], header: dict, done: bool) -> str:
 CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants_checker.py",
               "tools/mutants_revocable.py", "tools/mutants_block_cache.py", "tools/mutants_own_model.py",
               "tools/mutants_block_diffusion.py", "tools/mutants_hostile.py", "tools/mutants_block_parallel.py",
-              "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py")
+              "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py",
+              "tools/mutants_narrow.py")
 
 
 def load_catalogue(path: str | None) -> list[Mutant]:
