@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (a mutant's original and mutated texts are verbatim source lines)
 """A mutation catalogue for narrowed logits (spec/models.md M5.1, spec/parallel.md P11 "Narrowed logits"): the
 transformer's ``scored`` / ``logit_rows`` (``scoring_rows``: the queries a - shift .. b - 1 extended to each row's
-first real position; ``_aligned``: their realignment; ``raw_forward``'s last layer only; ``Block.forward``'s query
+first real position; ``realign_shifted``'s scored window: their realignment; ``raw_forward``'s last layer only; ``Block.forward``'s query
 rows and ``bias_rows``; ``forward_cached``'s pass-through; the ``scored`` validation and the ``output_attentions``
 exclusion; ``narrowable_logits``), ``Attention.project``'s query rows (RoPE selected with them), the optimized
 parallel decoder (``narrows_logits``, the ``narrow_logits`` flag, ``refresh``'s scored window and its ``Window``,
@@ -28,6 +28,7 @@ CHECK = "tests/test_check.py"
 HOST_SHARE = "tests/test_host_share.py"
 
 TRANSFORMER = "veridec/models/transformer.py"
+INTERFACE = "veridec/models/interface.py"
 LAYERS = "veridec/models/layers.py"
 PARALLEL = "optimized/parallel.py"
 COMPILED_CODE = "optimized/compiled.py"
@@ -68,32 +69,31 @@ MUTANTS: list[Mutant] = [
         M5_1,
         (NARROW, HOSTILE),
     ),
-    # --- veridec/models/transformer.py: _aligned ---
+    # --- veridec/models/interface.py: realign_shifted's scored window ---
     Mutant(
-        "narrow-aligned-source-unshifted",
-        TRANSFORMER,
-        "        source = query_positions(tokens, self.logit_shift, first_real_position(mask))  # [B, W]\n",
-        "        source = query_positions(tokens, 0, first_real_position(mask))  # [B, W]\n",
-        "the realignment ignores Dream's shift: token t takes the logits of query t instead of t - 1 (one row off)",
+        "narrow-aligned-offset-unshifted",
+        INTERFACE,
+        "    source = source - max(0, tokens.start - 1)  # raw_logits' rows start at the query scoring token a\n",
+        "    source = source - tokens.start  # raw_logits' rows start at the query scoring token a\n",
+        "the realignment reads the narrowed rows as starting at token a, not at its scoring query a - 1: every Dream token takes its successor's logits",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
     Mutant(
-        "narrow-aligned-first-real-dropped",
-        TRANSFORMER,
-        "        source = query_positions(tokens, self.logit_shift, first_real_position(mask))  # [B, W]\n",
-        "        source = query_positions(tokens, self.logit_shift)  # [B, W]\n",
-        "the realignment forgets that a row's first real token scores itself (M3): it takes its predecessor's (a pad's) logits, or row -1 at a = 0",
+        "narrow-aligned-offset-unclamped",
+        INTERFACE,
+        "    source = source - max(0, tokens.start - 1)  # raw_logits' rows start at the query scoring token a\n",
+        "    source = source - (tokens.start - 1)  # raw_logits' rows start at the query scoring token a\n",
+        "a window starting at token 0 is read one row late: its rows start at query 0 (no query -1), not at a - 1",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
     Mutant(
-        "narrow-aligned-shift0-clamped",
-        TRANSFORMER,
-        "        if self.logit_shift == 0:\n"
-        "            return raw_logits  # the rows are the tokens themselves\n",
-        "",
-        "LLaDA's narrowed logits go through the first-real clamp too: a padding position takes its row's first real token's logits, unlike the whole forward",
+        "narrow-aligned-scored-ignored",
+        INTERFACE,
+        "    tokens = slice(0, raw_logits.shape[1]) if scored is None else scored\n",
+        "    tokens = slice(0, raw_logits.shape[1])\n",
+        "the realignment ignores the scored window and realigns the narrowed rows as if they were the canvas from position 0",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),

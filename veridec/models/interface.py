@@ -82,19 +82,24 @@ def scoring_queries(length: int, logit_shift: int, attention_mask: torch.Tensor 
         1 if attention_mask is None else attention_mask.shape[0], length)
 
 
-def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: torch.Tensor | None = None):
+def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: torch.Tensor | None = None,
+                    scored: slice | None = None):
     """Turn raw outputs [B, L, V] (position j scores token j + shift) into token-aligned logits [B, L, V].
 
     For a shift of 1 (Dream), the first real token of a row has no predecessor and reuses its own position's
-    output, as Dream's ``diffusion_generate`` does for position 0 of an unpadded row.
+    output, as Dream's ``diffusion_generate`` does for position 0 of an unpadded row. ``scored`` [a, b) (M5.1):
+    raw_logits [B, R, V] hold the query rows from max(0, a - shift) on, and tokens a .. b - 1 come back [B, b - a, V].
     """
     if logit_shift == 0:
         return raw_logits
     if logit_shift != 1:
         raise ValueError(f"logit_shift must be 0 or 1, got {logit_shift}")
-    positions = torch.arange(raw_logits.shape[1], device=raw_logits.device)[None]  # [1, L]
-    source = query_positions(positions, 1, first_real_position(attention_mask)).expand(raw_logits.shape[:2])  # [B, L]
-    return raw_logits.gather(1, source[..., None].expand_as(raw_logits))
+    tokens = slice(0, raw_logits.shape[1]) if scored is None else scored
+    positions = torch.arange(tokens.start, tokens.stop, device=raw_logits.device)[None]  # [1, W]
+    first_real = first_real_position(attention_mask)  # [B, 1], or 0 without padding
+    source = query_positions(positions, 1, first_real).expand(raw_logits.shape[0], -1)  # [B, W]
+    source = source - max(0, tokens.start - 1)  # raw_logits' rows start at the query scoring token a
+    return raw_logits.gather(1, source[..., None].expand(*source.shape, raw_logits.shape[-1]))
 
 
 def check_canvas(x: torch.Tensor, attention_mask: torch.Tensor | None, max_length: int) -> torch.Tensor:

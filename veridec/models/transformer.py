@@ -165,7 +165,7 @@ class BidirectionalTransformer(nn.Module):
         rows = self.scoring_rows(scored, mask)
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, attn_bias=bias,
                                output_attentions=output_attentions, logit_rows=rows)
-        return PredictorOutput(self._aligned(out.logits, mask, scored), out.attentions)
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, scored), out.attentions)
 
     def scoring_rows(self, scored: slice | None, mask: torch.Tensor) -> torch.Tensor | None:
         """The queries [R] whose logits score the tokens of ``scored`` (a slice [a, b) of the canvas, mask [B, L]):
@@ -182,17 +182,6 @@ class BidirectionalTransformer(nn.Module):
         if self.logit_shift:  # a row's first real token may lie at or after b (a window inside its padding)
             stop = max(stop, int(first_real_position(mask).max()) + 1)
         return torch.arange(max(0, scored.start - self.logit_shift), stop, device=mask.device)  # [R]
-
-    def _aligned(self, raw_logits: torch.Tensor, mask: torch.Tensor, scored: slice | None) -> torch.Tensor:
-        """raw_logits [B, R, V] of ``scoring_rows(scored)`` -> token-aligned logits [B, b - a, V] (all L: [B, L, V])."""
-        if scored is None:
-            return realign_shifted(raw_logits, self.logit_shift, mask)
-        if self.logit_shift == 0:
-            return raw_logits  # the rows are the tokens themselves
-        tokens = torch.arange(scored.start, scored.stop, device=mask.device)[None]  # [1, W]
-        source = query_positions(tokens, self.logit_shift, first_real_position(mask))  # [B, W]
-        source = source - max(0, scored.start - self.logit_shift)  # row of raw_logits
-        return raw_logits.gather(1, source[..., None].expand(*source.shape, raw_logits.shape[-1]))
 
     def new_cache(self, batch_size: int, length: int) -> KVCache:
         shape = (batch_size, self.cfg.num_kv_heads, length, self.cfg.head_dim)
@@ -216,7 +205,7 @@ class BidirectionalTransformer(nn.Module):
         slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
                                output_attentions=output_attentions, logit_rows=self.scoring_rows(scored, mask))
-        return PredictorOutput(self._aligned(out.logits, mask, scored), out.attentions), cache
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, scored), out.attentions), cache
 
     # ---------------------------------------------------------------- subset forwards
     def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,
