@@ -114,46 +114,88 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     ``trust_remote_code=True``). ``agreement`` (tier A, spec EC10): vLLM's token-agreement rule, an ``Agreement``
     or ``{"top_k": k, "max_gap": nats}``; every case must agree at its first divergent position.
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
-    mode = tier_named(tier)
-    max_examples = mode.default_cases if max_examples is None else max_examples
-    _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, upstream_defects)
-    _check_timeout(case_timeout)
-    goal = target(against, cache, convention)
-    convention = convention or goal.convention
-    model_name, model_source = (model, model) if isinstance(model, str) else (type(model).__name__, None)
-    model = load_check_model(model) if isinstance(model, str) else model
-    case = None if case is None else checked_case(case, goal.settings, STRUCTURE, getattr(model, "vocab_size", None),
-                                                  goal.length_name, max_batch)
-    baseline = None if baseline is None or not mode.uses_baseline else checked_baseline(baseline)
+    return _check(candidate, against, _Options(**{name: value for name, value in locals().items()
+                                                  if name not in ("candidate", "against")}))
+
+
+@dataclass(frozen=True)
+class _Options:
+    """``check_decoder``'s keyword arguments, as given."""
+
+    model: object
+    cache: str
+    convention: str | None
+    settings: object
+    tier: str
+    max_examples: int | None
+    seed: int
+    max_batch: int
+    padding: bool | None
+    numeric_error: float
+    baseline: dict | None
+    progress: bool
+    case: dict | None
+    ties: str
+    alpha: float
+    delta: float
+    samples: int | None
+    upstream_defects: str
+    knobs: bool
+    case_timeout: float | None
+    candidate_model: object
+    trust_remote_code: bool
+    agreement: object
+
+
+def _check(candidate: Callable, against, o: _Options) -> CheckResult:
+    """``check_decoder``: its arguments checked, the setup built, the cases run and judged."""
+    mode = tier_named(o.tier)
+    max_examples = mode.default_cases if o.max_examples is None else o.max_examples
+    _check_arguments(max_examples, o.max_batch, o.numeric_error, o.ties, o.alpha, o.delta, o.samples,
+                     o.upstream_defects)
+    _check_timeout(o.case_timeout)
+    goal = target(against, o.cache, o.convention)
+    convention = o.convention or goal.convention
+    model_name, model_source = (o.model, o.model) if isinstance(o.model, str) else (type(o.model).__name__, None)
+    model = load_check_model(o.model) if isinstance(o.model, str) else o.model
+    case = None if o.case is None else checked_case(o.case, goal.settings, STRUCTURE,
+                                                    getattr(model, "vocab_size", None), goal.length_name, o.max_batch)
+    baseline = None if o.baseline is None or not mode.uses_baseline else checked_baseline(o.baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal)
-    rule = _agreement_rule(agreement, mode)
-    own, own_label = own_model(candidate_model, model_source, trust_remote_code)
+    rule = _agreement_rule(o.agreement, mode)
+    own, own_label = own_model(o.candidate_model, model_source, o.trust_remote_code)
     difference = None if own is None else preflight(own, model, convention)
-    numeric_error = numeric_error if difference is None else max(numeric_error, difference)
+    numeric_error = o.numeric_error if difference is None else max(o.numeric_error, difference)
     exact_law = mode.sampled and is_oracle(model)
     names = {n for n in goal.settings if fit.takes(n)}  # the settings both sides take
-    strategy = _strategy(exact_law, mode, model, goal, fit, names, cache, max_batch, padding, settings)
-    result = CheckResult(_label(candidate), goal.name, convention, model_name, tier, seed, ties,
+    strategy = _strategy(exact_law, mode, model, goal, fit, names, o.cache, o.max_batch, o.padding, o.settings)
+    result = CheckResult(_label(candidate), goal.name, convention, model_name, o.tier, o.seed, o.ties,
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
-                         None), alpha=alpha, delta=delta, samples=samples, upstream=upstream_defects,
-                         case_timeout=case_timeout, candidate_model=own_label, model_difference=difference,
+                         None), alpha=o.alpha, delta=o.delta, samples=o.samples, upstream=o.upstream_defects,
+                         case_timeout=o.case_timeout, candidate_model=own_label, model_difference=difference,
                          agreement=None if rule is None else rule.describe())
-    level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
-    setup = CheckSetup(candidate, fit, goal, model, convention, ties, numeric_error, mode.measures_logits,
-                       level, samples, delta, progress, upstream_defects, case_timeout, own, rule)
+    level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
+    setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,
+                       level, o.samples, o.delta, o.progress, o.upstream_defects, o.case_timeout, own, rule)
     runner = mode.oracle_runner if exact_law else mode.runner
-    _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, progress, case)
+    _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
+    _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
+    if result.failure is not None:
+        result.reproducer, result.command = reproducer_snippet(result, goal, fit, model_name, against, o.cache), \
+            reproducer_command(result, against, model_name, o.cache)
+    return result
+
+
+def _judge(result: CheckResult, mode: Tier, baseline: dict | None, setup: CheckSetup, strategy, names: set,
+           knobs: bool, seed: int) -> None:
+    """The verdicts beyond the cases': tier A's baseline, vLLM's agreement rule, the knob search (E and A)."""
     if mode.uses_baseline:
         _judge_against_baseline(result, baseline)
-    if rule is not None and result.metrics.get("agreement_failures"):
+    if setup.agreement is not None and result.metrics.get("agreement_failures"):
         result.passed = False
-    if knobs and case is None and not mode.sampled:
+    if knobs and not mode.sampled:
         _judge_knobs(result, knob_findings(setup, strategy, names, seed))
-    if result.failure is not None:
-        result.reproducer, result.command = reproducer_snippet(result, goal, fit, model_name, against, cache), \
-            reproducer_command(result, against, model_name, cache)
-    return result
 
 
 def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: str, max_batch: int,

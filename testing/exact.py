@@ -2,10 +2,10 @@
 calls), counters (model calls, full forwards, query positions; spec N8), a reported ``nfe`` and Dream's hook calls
 are compared. A divergence is excused only as a numeric tie: its decision margin is at most the setup's
 ``numeric_error`` (0 by default: the candidate's forwards are the target's own, so exact ties are decided by the
-lowest-index rule, spec SQ0.4). Where the official code fails or deviates (``upstream.defect_of``, spec EC6) a
-candidate that fails there, or deviates there, reproduces the official defect ("upstream"), unless the setup asks
-for better than upstream (``upstream="fail"``) or to leave such cases out (``"skip"``). ``case_metrics`` are tier
-A's measures over the cases run (spec EC3).
+lowest-index rule, spec SQ0.4). Where the official code fails or deviates (the target's ``Official.defects``, spec
+EC6) a candidate that fails there, or deviates there, reproduces the official defect ("upstream"), unless the setup
+asks for better than upstream (``upstream="fail"``) or to leave such cases out (``"skip"``). ``case_metrics`` are
+tier A's measures over the cases run (spec EC3).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from veridec.compare import Divergence, compare_traces, token_match_rate
 
 from .agreement import agreement_at_divergence
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
-from .upstream import UpstreamDefect, defect_of
+from .upstream import UpstreamDefect
 
 COST_FIELDS = ("model_calls", "full_forwards", "query_positions")  # the counters both sides are held to (N8)
 
@@ -75,16 +75,16 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
 def upstream_defect(setup: CheckSetup, case: dict, ours: Side, prompt, mask) -> UpstreamDefect | None:
     """Where the official loop the target is exact to fails or deviates on ``case`` (None: nowhere, or a target
     exact to no official loop)."""
-    family = setup.goal.upstream
-    if family is None or ours.trace is None:
+    official = setup.goal.official
+    if official is None or ours.trace is None:
         return None
-    return defect_of(family, case, ours.trace.steps, ours.stalled, setup.model, prompt, mask)
+    return official.defects(case, ours.trace.steps, ours.stalled, setup.model, prompt, mask)
 
 
 def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetup) -> None:
     """A case where the official code fails: a candidate that fails too (any error, or past the call limit)
     reproduces it; one that completes must equal the target, or, where the official code completes otherwise
-    (``deviates``), equal the official run when the target can reproduce it (``Target.published``), else may
+    (``deviates``), equal the official run when the target can reproduce it (``Official.run``), else may
     differ from the defect's step on."""
     theirs, defect, problems = outcome.candidate, outcome.defect, outcome.problems
     if theirs.error is not None:  # where the official code deviates, what it does next is not predicted
@@ -99,7 +99,7 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
     divergence = outcome.divergence
     if not outcome.failed or defect.kind != "deviates":
         return
-    if setup.goal.published is not None:  # the official behaviour is known: the candidate must do just that
+    if setup.goal.official.run is not None:  # the official behaviour is known: the candidate must do just that
         _judge_as_published(outcome, setup, prompt, mask)
     elif divergence is None or divergence.step >= defect.at_step:
         problems.clear()
@@ -107,12 +107,12 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
 
 
 def _judge_as_published(outcome: CaseOutcome, setup: CheckSetup, prompt, mask) -> None:
-    """Where the official code deviates and the target knows what it does (``Target.published``): a candidate
+    """Where the official code deviates and the target knows what it does (``Official.run``): a candidate
     with the official canvas and counters reproduces the defect; any other one fails, saying how it differs."""
     case, theirs = outcome.case, outcome.candidate
     torch.manual_seed(case["seed"])
     try:
-        official = setup.goal.published(setup.model, prompt, mask, setup.ties, **setup.goal.settings_of(case))
+        official = setup.goal.official.run(setup.model, prompt, mask, setup.ties, **setup.goal.settings_of(case))
     except (IndexError, RuntimeError) as raised:  # the official run deviates, then raises: so must the candidate
         outcome.problems.append(f"the official code deviates at {outcome.defect.clause}, then raises "
                                 f"({type(raised).__name__}); the candidate completed")

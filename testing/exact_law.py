@@ -18,8 +18,8 @@ from veridec.rules.parallel import Threshold, TopK
 
 from .running import CALL_SLACK, CheckSetup, case_tensors, drawn_canvas, run_candidate
 from .stochastic import LawOutcome, failed_draw, fit_outcome, law_samples
+from .targets import TARGETS
 
-LAW_TARGETS = ("llada", "fastdllm", "fastdllm-2025-06")  # veridec decodes decoder_law enumerates (no cache)
 THRESHOLDS = (None, 0.6, 0.4, 0.8)
 MAX_GEN = 4
 
@@ -29,10 +29,10 @@ def is_oracle(model) -> bool:
 
 
 def check_law_target(goal, cache: str) -> None:
-    """Only targets whose decode decoder_law enumerates, without a cache (an oracle has none)."""
-    base = goal.name.split(" ")[0]
-    if base not in LAW_TARGETS or cache != "none" or not goal.veridec:
-        raise ValueError(f"an oracle model holds a candidate against the exact law of {', '.join(LAW_TARGETS)} "
+    """Only targets whose decode decoder_law enumerates (``Target.exact_law``: no cache, an oracle has none)."""
+    if not goal.exact_law:
+        names = sorted({against for (against, _), each in TARGETS.items() if each.exact_law})
+        raise ValueError(f"an oracle model holds a candidate against the exact law of {', '.join(names)} "
                          f"without a cache (cache='none'), got against={goal.name!r}, cache={cache!r}")
 
 

@@ -15,19 +15,10 @@ from hypothesis import HealthCheck, Phase, find
 from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import NoSuchExample
 
+from .families import Family
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, resolve_case, run_candidate, run_target
 
 SEARCHED = 12  # drawn cases tried per knob before it counts as not exercised
-THRESHOLDS = (None, 0.9, 0.5, 0.2, 0.05)
-FACTORS = (None, 1.0, 0.5, 2.0, 4.0)
-BACK_THRESHOLDS = (0.9, 0.5, 0.99, 0.2)  # WINO's threshold_back
-EDITING = {"editing_threshold": (0.9, 0.5, 0.2), "max_post_steps": (16, 0, 1), "num_to_transfer": (1, 2),
-           "eos_early_stop": (False, True)}  # the editing sampler's knobs
-SDAR = {"denoising_steps": (1, 2, 4, 8), "top_k": (0, 3), "top_p": (1.0, 0.9),
-        "remasking_strategy": ("low_confidence_dynamic", "low_confidence_static", "sequential"),
-        "confidence_threshold": (0.85, 0.5, 0.3)}  # block diffusion's knobs (spec/block_diffusion.md BD9)
-LLADA2 = {"steps": (1, 2, 4, 8), "minimal_topk": (1, 2), "top_k": (None, 3), "top_p": (None, 0.9),
-          "threshold": (0.95, 0.5, 0.2), "block_length": (4, 2, 1, 8)}  # LLaDA2.0's knobs (BD12.1)
 COST = ("model_calls", "full_forwards", "query_positions")
 
 
@@ -48,64 +39,21 @@ class KnobFinding:
                 f"{self.name}={first!r} and {self.name}={second!r}, the candidate's do not")
 
 
-def alternatives(name: str, settings: dict, family: str = "block") -> list:
-    """Other values of knob ``name`` valid with the rest of ``settings`` (the same structure otherwise) for a
-    target of ``family``."""
-    value = settings.get(name)
-    if family == "llada2" and name in LLADA2:
-        return [v for v in LLADA2[name] if v != value and (name != "minimal_topk" or v <= settings["gen_length"])]
-    if name == "threshold":
-        return [v for v in THRESHOLDS if v != value]
-    if name == "threshold_back":
-        return [v for v in BACK_THRESHOLDS if v != value]
-    if name in EDITING:
-        return [v for v in EDITING[name] if v != value]
-    if name in SDAR:
-        return [v for v in SDAR[name] if v != value]
-    if name == "eb_threshold":
-        return [v for v in (1.0, 0.35, 5.0) if v != value] if value is not None else []
-    if name == "factor":
-        return [v for v in FACTORS if v != value] if settings.get("threshold") is None else []
-    if name == "steps" and "block_length" in settings:  # LLaDA, Fast-dLLM: a multiple of the blocks
-        blocks = settings["gen_length"] // settings["block_length"]
-        return [blocks * k for k in range(1, settings["block_length"] + 1) if blocks * k != value]
-    if name == "steps":  # Dream: any count
-        return [k for k in range(1, settings["max_new_tokens"] + 3) if k != value]
-    if name == "temperature":
-        return [v for v in (0.0, 0.7) if v != value]
-    if name == "remasking":
-        return [v for v in ("low_confidence", "random") if v != value]
-    if name == "cfg_scale":
-        return [v for v in (0.0, 1.5) if v != value]
-    if name == "alg":
-        return [v for v in ("origin", "maskgit_plus", "topk_margin", "entropy") if v != value]
-    return []
+def variants(name: str, settings: dict, family: Family) -> list[dict]:
+    """The case's ``settings`` with another value of knob ``name``, valid with the rest, as ``family`` searches it
+    (none for a knob the family does not search)."""
+    knob = family.knobs.get(name)
+    return [] if knob is None else knob(settings)
 
 
-KNOBS = ("threshold", "threshold_back", *EDITING, *SDAR, "eb_threshold", "factor", "steps", "temperature", "remasking",
-         "cfg_scale", "alg", "minimal_topk")
-
-
-def block_lengths(settings: dict) -> list[dict]:
-    """``block_length`` changed to another divisor of the gen length, the steps per block kept where they fit
-    (where there is a schedule)."""
-    gen, block = settings["gen_length"], settings["block_length"]
-    blocks = [b for b in range(1, gen + 1) if gen % b == 0 and b != block]
-    if "steps" not in settings:  # WINO: no schedule
-        return [{**settings, "block_length": b} for b in blocks]
-    per_block = settings["steps"] // (gen // block)
-    return [{**settings, "block_length": b, "steps": (gen // b) * min(per_block, b)} for b in blocks]
-
-
-def variants(name: str, settings: dict, family: str = "block") -> list[dict]:
-    if name == "block_length" and family != "llada2":
-        return block_lengths(settings)
-    return [{**settings, name: value} for value in alternatives(name, settings, family)]
+def alternatives(name: str, settings: dict, family: Family) -> list:
+    """The other values of knob ``name`` that ``variants`` tries."""
+    return [variant.get(name) for variant in variants(name, settings, family)]
 
 
 def knob_findings(setup: CheckSetup, strategy, names: set, seed: int) -> list[KnobFinding]:
     """One finding per knob the candidate names and the target takes."""
-    knobs = [name for name in (*KNOBS, "block_length") if name in names]
+    knobs = [name for name in setup.goal.family.knobs if name in names]
     return [find_effect(setup, strategy, name, seed) for name in knobs]
 
 

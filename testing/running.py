@@ -12,18 +12,15 @@ from typing import Callable
 import torch
 
 from veridec.adapters import adapt
-from veridec.canvas import initial_canvas
 from veridec.decoding import DecodeStalled
 from veridec.recording import CallLimitExceeded, ModuleRecording, RecordingModel
 
 from .candidates import CandidateError, Fit, call_candidate, checked_tokens
 from .guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
+from .families.common import resolve_first_forward
 from .hooks import live_hooks
 from .targets import Target
-from .editing_cases import resolve_editing_case
-from .wino_cases import resolve_wino_case
 
-FAMILY_RESOLVERS = {"wino": resolve_wino_case, "editing": resolve_editing_case}  # their own at_confidence rules
 CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
 
 
@@ -78,25 +75,11 @@ def case_tensors(case: dict, model) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 def resolve_case(case: dict, model, prompt: torch.Tensor, mask: torch.Tensor | None,
                  goal: Target | None = None) -> dict:
-    """The case with ``{"at_confidence": r}`` thresholds replaced by that confidence (spec FD2): the
-    max-probability ranked r (0 = the highest, which commits anyway; so r >= 1) among row 0's masked positions
-    before the first block's end, from a full forward of the initial canvas, in float64 (the last rank when
-    fewer); WINO's and the editing sampler's cases as ``wino_cases`` / ``editing_cases`` say. ``prompt``
-    [B, P] and ``mask`` are the case's, as tensors."""
-    if goal is not None and goal.family in FAMILY_RESOLVERS:
-        return FAMILY_RESOLVERS[goal.family](case, model, prompt, mask)
-    settings = case["settings"]
-    threshold = settings.get("threshold")
-    if not isinstance(threshold, dict):
-        return case
-    canvas, full_mask = initial_canvas(model, prompt, mask, settings["gen_length"], model.special.mask_id)
-    with torch.no_grad():
-        logits = model(canvas, attention_mask=full_mask).logits[0]  # [L, V] row 0
-    end = prompt.shape[1] + settings["block_length"]
-    candidates = (canvas[0, :end] == model.special.mask_id).nonzero().flatten()
-    confidence = torch.softmax(logits[candidates].double(), dim=-1).max(dim=-1).values.sort(descending=True).values
-    rank = min(threshold["at_confidence"], confidence.numel() - 1)
-    return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
+    """The case with its ``{"at_confidence": r}`` thresholds replaced by the confidences they name, as the target's
+    family resolves them (``Family.resolve``; without a target, the first forward's: spec FD2). ``prompt`` [B, P]
+    and ``mask`` are the case's, as tensors."""
+    resolve = resolve_first_forward if goal is None else goal.family.resolve
+    return resolve(case, model, prompt, mask)
 
 
 def run_target(setup: CheckSetup, prompt, mask, case) -> Side:

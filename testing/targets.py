@@ -19,26 +19,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from veridec.adapters import CONVENTIONS
-from veridec.events import event_trace
-from veridec.optimized import block_diffusion
 from veridec.optimized import fastdllm as fast
 from veridec.optimized.parallel import CACHES
-from veridec.trace import Decoded, StepRecord
-from veridec.reference import dream, editing, llada, wino
-from veridec.reference.block_diffusion import llada2_generate
+from veridec.reference import dream, llada
 from veridec.reference import fastdllm as fastdllm_reference
+from veridec.reference.block_diffusion import llada2_generate
 
-BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
-FASTDLLM_SETTINGS = (*BLOCK_SETTINGS, "threshold", "factor")
-EDITING_SETTINGS = ("max_new_tokens", "block_size", "temperature", "top_p", "top_k", "threshold", "editing_threshold",
-                    "max_post_steps", "num_to_transfer", "eos_early_stop")
-WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
-SDAR_SETTINGS = ("gen_length", "block_length", "denoising_steps", "temperature", "top_k", "top_p", "remasking_strategy",
-                 "confidence_threshold", "eb_threshold", "stopping_criteria_idx")
-LLADA2_SETTINGS = ("gen_length", "block_length", "steps", "temperature", "top_k", "top_p", "threshold", "minimal_topk",
-                   "eos_id")
-DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
-                  "generation_tokens_hook_func", "generation_logits_hook_func")
+from .families import block, editing, sdar, wino
+from .families import dream as dream_family
+from .families.common import Family
+from .upstream import Official
 
 
 @dataclass(frozen=True)
@@ -53,54 +43,14 @@ class Target:
     call: str = ""  # how the reproducer calls it
     fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
-    upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
+    official: Official | None = None  # the official loop it is exact to, with its defects (spec EC6), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
-    family: str = "block"  # how its cases are drawn: "block", "dream", "wino", "editing", "sdar" or "llada2"
-    published: Callable | None = None  # the official code's behaviour, defects included (where it deviates, EC6)
+    family: Family = block.FAMILY  # how its cases are drawn and resolved, and its knobs (testing.families)
+    exact_law: bool = False  # an oracle model's exact law of its decode can be enumerated (decoder_law, ST7)
 
     def settings_of(self, case: dict) -> dict:
         """The case's settings this target understands (both sides get these; a candidate those it names)."""
         return {name: value for name, value in case["settings"].items() if name in self.settings}
-
-
-def _with_events(generate, name: str, refusal: str):
-    """A revocable decoder (WINO, the editing sampler) as a target returning a Decoded whose trace holds its
-    events; it takes no padding (``refusal`` says why)."""
-    def decode(model, prompt, attention_mask, ties, **settings):
-        if attention_mask is not None:
-            raise ValueError(f"attention_mask: {refusal}")
-        decoded = generate(model, prompt, ties=ties, **settings)
-        params = {**settings, "mask_id": model.special.mask_id}
-        return Decoded(decoded.canvas, event_trace(decoded, name, params, prompt.shape[1]))
-    return decode
-
-
-WINO = _with_events(wino.generate, "wino", "WINO takes no padding (spec WN1: the official function has none)")
-EDITING = _with_events(editing.generate, "editing", "the editing sampler takes no padding (spec ED1: one row)")
-
-
-def _block_diffusion_target(model, prompt, attention_mask, ties, **settings) -> Decoded:
-    """The cached block decoder (BD8) with its trace made one step per model call (BD9): an empty step, of block
-    -1, for the prefill (when the prompt has whole blocks) and after each block's last step for its store."""
-    decoded = block_diffusion.generate(model, prompt, attention_mask, ties=ties, **settings)
-    trace, steps = decoded.trace, decoded.trace.steps
-    rows = prompt.shape[0]
-    empty = lambda: StepRecord(-1, [[] for _ in range(rows)], [[] for _ in range(rows)],  # noqa: E731
-                               [[] for _ in range(rows)], [[] for _ in range(rows)], [float("inf")] * rows)
-    real = prompt.shape[1] if attention_mask is None else int(attention_mask.sum(dim=1).max())
-    calls = [empty()] if trace.counters.model_calls and real >= settings.get("block_length", 8) else []
-    for k, step in enumerate(steps):
-        calls.append(step)
-        if k + 1 == len(steps) or steps[k + 1].block != step.block:
-            calls.append(empty())
-    trace.steps = calls
-    return decoded
-
-
-def _published_block_diffusion(model, prompt, attention_mask, ties, **settings) -> Decoded:
-    """What the published block_diffusion_generate does, overwrites included (BD10): the canvas and counters a
-    candidate that deviates where it deviates must reproduce."""
-    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)
 
 
 def _veridec(decoder, **fixed):
@@ -114,48 +64,50 @@ WHOLE = {"narrow_logits": False}
 FIXED = "narrow_logits=False, "
 
 TARGETS = {
-    ("llada", "none"): Target("llada", "llada", _veridec(llada.generate),
-                              (*BLOCK_SETTINGS, "cfg_scale", "logits_eos_inf", "confidence_eos_eot_inf"),
-                              call="veridec.reference.llada.generate", upstream="llada"),
+    ("llada", "none"): Target("llada", "llada", _veridec(llada.generate), block.LLADA_SETTINGS,
+                              call="veridec.reference.llada.generate", official=block.LLADA, exact_law=True),
     ("fastdllm", "none"): Target("fastdllm", "llada", _veridec(fastdllm_reference.generate),
-                                 FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate",
-                                 upstream="fastdllm/current/none"),
+                                 block.FASTDLLM_SETTINGS, call="veridec.reference.fastdllm.generate",
+                                 official=block.FASTDLLM_NONE, exact_law=True),
     ("fastdllm", "prefix"): Target("fastdllm --cache prefix", "fastdllm",
-                                   _veridec(fast.generate_with_prefix_cache, **WHOLE), FASTDLLM_SETTINGS,
+                                   _veridec(fast.generate_with_prefix_cache, **WHOLE), block.FASTDLLM_SETTINGS,
                                    call="veridec.optimized.fastdllm.generate_with_prefix_cache", fixed=FIXED,
-                                   upstream="fastdllm/current/prefix"),
+                                   official=block.FASTDLLM_PREFIX),
     ("fastdllm", "dual"): Target("fastdllm --cache dual", "fastdllm", _veridec(fast.generate_with_dual_cache, **WHOLE),
-                                 FASTDLLM_SETTINGS,
+                                 block.FASTDLLM_SETTINGS,
                                  call="veridec.optimized.fastdllm.generate_with_dual_cache", fixed=FIXED,
-                                 upstream="fastdllm/current/dual"),
+                                 official=block.FASTDLLM_DUAL),
     ("fastdllm-2025-06", "none"): Target("fastdllm-2025-06", "llada", _veridec(fastdllm_reference.generate),
-                                         (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate",
-                                         upstream="fastdllm/legacy/none"),
+                                         block.JUNE_2025_SETTINGS, call="veridec.reference.fastdllm.generate",
+                                         official=block.JUNE_NONE, exact_law=True),
     ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
                                            _veridec(fast.generate_with_prefix_cache, legacy_loop=True, **WHOLE),
-                                           (*BLOCK_SETTINGS, "threshold"),
+                                           block.JUNE_2025_SETTINGS,
                                            call="veridec.optimized.fastdllm.generate_with_prefix_cache",
-                                           fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/prefix"),
+                                           fixed="legacy_loop=True, " + FIXED, official=block.JUNE_PREFIX),
     ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
                                          _veridec(fast.generate_with_dual_cache, legacy_loop=True, **WHOLE),
-                                         (*BLOCK_SETTINGS, "threshold"),
+                                         block.JUNE_2025_SETTINGS,
                                          call="veridec.optimized.fastdllm.generate_with_dual_cache",
-                                         fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/dual"),
-    ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
+                                         fixed="legacy_loop=True, " + FIXED, official=block.JUNE_DUAL),
+    ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), dream_family.DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
-                              call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),
-    ("wino", "none"): Target("wino", "llada", WINO, WINO_SETTINGS, call="veridec.reference.wino.generate",
-                             max_batch=1, family="wino"),
-    ("sdar", "none"): Target("sdar", "hf-block", _block_diffusion_target, SDAR_SETTINGS,
-                             call="veridec.optimized.block_diffusion.generate", upstream="sdar",
-                             family="sdar", published=_published_block_diffusion),
-    ("llada2", "none"): Target("llada2", "llada", _veridec(llada2_generate), LLADA2_SETTINGS,
+                              call="veridec.reference.dream.diffusion_generate", official=dream_family.DREAM,
+                              family=dream_family.FAMILY),
+    ("wino", "none"): Target("wino", "llada", wino.WINO, wino.WINO_SETTINGS, call="veridec.reference.wino.generate",
+                             max_batch=1, family=wino.FAMILY),
+    ("sdar", "none"): Target("sdar", "hf-block", sdar.block_diffusion_target, sdar.SDAR_SETTINGS,
+                             call="veridec.optimized.block_diffusion.generate", official=sdar.SDAR_OFFICIAL,
+                             family=sdar.SDAR),
+    ("llada2", "none"): Target("llada2", "llada", _veridec(llada2_generate), sdar.LLADA2_SETTINGS,
                                call="veridec.reference.block_diffusion.llada2_generate", max_batch=1,
-                               family="llada2"),
-    ("editing", "none"): Target("editing", "llada", EDITING, EDITING_SETTINGS, length_name="max_new_tokens",
-                                call="veridec.reference.editing.generate", max_batch=1, family="editing"),
+                               family=sdar.LLADA2),
+    ("editing", "none"): Target("editing", "llada", editing.EDITING, editing.EDITING_SETTINGS,
+                                length_name="max_new_tokens", call="veridec.reference.editing.generate", max_batch=1,
+                                family=editing.FAMILY),
 }
 AGAINST = sorted({name for name, _ in TARGETS})
+FAMILIES = {each.family.name: each.family for each in TARGETS.values()}  # the families of the targets
 
 
 def target(against: str | Callable = "fastdllm", cache: str = "none", convention: str | None = None) -> Target:

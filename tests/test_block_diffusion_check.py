@@ -225,10 +225,12 @@ def test_where_the_published_code_overwrites_its_calls_count_too():
 def test_every_block_diffusion_knob_has_other_values():
     """BD9, EC7: each setting the check searches has values other than the case's (a knob with none is never
     exercised, so an ignored setting would pass)."""
-    from veridec.testing.knobs import KNOBS, alternatives
+    from veridec.testing.targets import FAMILIES
+    from veridec.testing.knobs import alternatives
 
+    sdar = FAMILIES["sdar"]
     settings = {"gen_length": 4, "block_length": 4, "denoising_steps": 2, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
                 "remasking_strategy": "low_confidence_dynamic", "confidence_threshold": 0.85, "eb_threshold": 1.0}
     for name in ("denoising_steps", "top_k", "top_p", "remasking_strategy", "confidence_threshold", "eb_threshold"):
-        others = alternatives(name, settings)
-        assert name in KNOBS and others and settings[name] not in others, name
+        others = alternatives(name, settings, sdar)
+        assert name in sdar.knobs and others and settings[name] not in others, name

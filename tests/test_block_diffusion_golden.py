@@ -3,7 +3,7 @@ spec/block_diffusion.md) replayed with veridec's reference and cached decoders o
 
 Where the official run completes without a defect, both decoders return its canvas token for token, and the
 cached decoder makes its model calls (first position, width, store, tokens fed) one for one. Where it raises or
-deviates, veridec's prediction (``testing.upstream.sdar_defect``, BD7) names the defect, the exception type
+deviates, veridec's prediction (``testing.families.sdar.sdar_defect``, BD7) names the defect, the exception type
 agrees, and every denoising call before that step fed the official tokens. The logits of the official modelling
 (both files) equal veridec's block-causal forward to float64 rounding.
 """
@@ -19,7 +19,7 @@ import torch
 from tools.golden.checkpoints import load_checkpoints
 from veridec.optimized.block_diffusion import block_diffusion_generate as cached
 from veridec.reference.block_diffusion import block_diffusion_generate as reference
-from veridec.testing.upstream import sdar_defect
+from veridec.testing.families.sdar import sdar_defect
 
 GOLDEN = Path(__file__).parent / "golden"
 DATA = json.loads((GOLDEN / "sdar.json").read_text())

@@ -79,7 +79,7 @@ def test_the_revocable_targets_refuse_padding(against):
 
 
 def _resolved(settings, prompt=(5, 6), seed=0):
-    from veridec.testing.editing_cases import resolve_editing_case
+    from veridec.testing.families.editing import resolve_editing_case
 
     model = load_check_model("tiny-llada")
     case = {"prompt": [list(prompt)], "attention_mask": None, "seed": seed, "settings": settings}

@@ -4,7 +4,9 @@ target's output or calls, must change the candidate's too."""
 from pathlib import Path
 
 from veridec.testing import check_decoder, load_candidate
-from veridec.testing.knobs import alternatives, block_lengths, variants
+from veridec.testing.targets import FAMILIES
+from veridec.testing.families.common import divisor_block_lengths as block_lengths
+from veridec.testing.knobs import alternatives, variants
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fastdllm_dual.py"
 DUAL = dict(against="fastdllm", cache="dual", model="tiny-llada", max_examples=10)
@@ -51,17 +53,16 @@ def test_each_variant_keeps_the_case_valid():
         blocks = 6 // variant["block_length"]
         assert 6 % variant["block_length"] == 0 and variant["steps"] % blocks == 0 and variant["block_length"] != 3
         assert 1 <= variant["steps"] // blocks <= variant["block_length"]
-    assert {v["steps"] for v in variants("steps", settings)} == {2, 6}  # 2 blocks: 1 or 3 steps each, not 2
-    assert alternatives("threshold", settings) == [None, 0.9, 0.2, 0.05]
-    assert alternatives("factor", settings) == []  # a threshold rules: factor is not read
-    assert alternatives("remasking", settings) == ["random"]
-    assert alternatives("steps", {"max_new_tokens": 2, "steps": 1}) == [2, 3, 4]  # Dream: any count
+    block = FAMILIES["block"]
+    assert {v["steps"] for v in variants("steps", settings, block)} == {2, 6}  # 2 blocks: 1 or 3 steps, not 2
+    assert alternatives("threshold", settings, block) == [None, 0.9, 0.2, 0.05]
+    assert alternatives("factor", settings, block) == []  # a threshold rules: factor is not read
+    assert alternatives("remasking", settings, block) == ["random"]
+    assert alternatives("steps", {"max_new_tokens": 2, "steps": 1}, FAMILIES["dream"]) == [2, 3, 4]  # any count
 
 
 def test_winos_block_length_knob_offers_every_other_divisor():
     """Without a schedule (no ``steps``), every other divisor of the gen length is an alternative, one block
     included."""
-    from veridec.testing.knobs import block_lengths
-
     settings = {"gen_length": 4, "block_length": 2, "threshold": 0.6}
     assert block_lengths(settings) == [{**settings, "block_length": 1}, {**settings, "block_length": 4}]

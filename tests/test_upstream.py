@@ -12,7 +12,7 @@ import torch
 from veridec.models import random_model
 from veridec.models.interface import SpecialTokens
 from veridec.testing import check_decoder, load_candidate, load_check_model
-from veridec.testing.upstream import defect_of
+from veridec.testing.targets import TARGETS
 from veridec.trace import StepRecord
 
 JUNE = Path(__file__).resolve().parents[1] / "examples" / "fastdllm_june2025.py"
@@ -34,6 +34,16 @@ def case(prompt, **settings):
     base = {"gen_length": 2, "block_length": 2, "steps": 2, "temperature": 0.0, "remasking": "low_confidence",
             "threshold": None, "factor": None}
     return {"prompt": prompt, "attention_mask": None, "seed": 0, "settings": {**base, **settings}}
+
+
+def defect_of(loop, one_case, trace, stalled, model, prompt, mask):
+    """The prediction of the official ``loop``'s target ("llada", "dream", "fastdllm/LOOP/CACHE" with LOOP current or
+    the June 2025 file's "legacy")."""
+    against, cache = {"llada": ("llada", "none"), "dream": ("dream", "none")}.get(loop, (None, None))
+    if against is None:
+        _, version, cache = loop.split("/")
+        against = "fastdllm" if version == "current" else "fastdllm-2025-06"
+    return TARGETS[(against, cache)].official.defects(one_case, trace, stalled, model, prompt, mask)
 
 
 def predict(model, family, one_case, trace, stalled=False):
@@ -227,7 +237,8 @@ def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
     from veridec.testing.exact import CaseOutcome, _judge_at_defect
     from veridec.testing.running import CheckSetup, Side
     from veridec.testing.targets import target
-    from veridec.testing.upstream import ROW_CLAMP, defect
+    from veridec.testing.families.dream import ROW_CLAMP
+    from veridec.testing.upstream import defect
     from veridec.trace import Counters, Trace
 
     def side(tokens):

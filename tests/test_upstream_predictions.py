@@ -1,13 +1,14 @@
-"""testing.upstream's predictions on inputs worked by hand (spec/exactness.md EC6; spec/sequential.md SQ1.10): the
-hard-coded EOS ids raise exactly where they lie past the vocabulary, and the canvas before each step holds the
-earlier steps' commits only."""
+"""The official loops' defect predictions on inputs worked by hand (spec/exactness.md EC6; spec/sequential.md
+SQ1.10): the hard-coded EOS ids raise exactly where they lie past the vocabulary, and the canvas before each step
+holds the earlier steps' commits only."""
 
 import math
 from types import SimpleNamespace
 
 import torch
 
-from testing.upstream import canvases_before, llada_defect
+from testing.families.block import llada_defect
+from testing.upstream import canvases_before
 from veridec.testing import load_check_model
 from veridec.trace import StepRecord
 

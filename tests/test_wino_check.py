@@ -96,7 +96,7 @@ def test_a_back_threshold_at_the_rth_verified_confidence_revokes_r_tokens(prompt
     revokes exactly the r tokens strictly below it (it drafts more than one, and r stays under the cap)."""
     from veridec.reference.wino import generate
     from veridec.testing import load_check_model
-    from veridec.testing.wino_cases import resolve_wino_case
+    from veridec.testing.families.wino import resolve_wino_case
 
     model = load_check_model("tiny-llada")
     settings = {"gen_length": 8, "block_length": 8, "temperature": 0.0, "threshold": 0.2,

@@ -667,7 +667,7 @@ MUTANTS: list[Mutant] = [
         "a reported nfe is held against the full forwards instead of the model calls",
         "spec/exactness.md EC1", (CHECK,)),
     Mutant(
-        "confidence-rank-off-by-one", "testing/running.py",
+        "confidence-rank-off-by-one", 'testing/families/common.py',
         'rank = min(threshold["at_confidence"], confidence.numel() - 1)',
         'rank = min(threshold["at_confidence"] - 1, confidence.numel() - 1)',
         "a threshold drawn at rank r takes the confidence ranked r - 1",

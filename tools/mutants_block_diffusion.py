@@ -464,7 +464,7 @@ MUTANTS: list[Mutant] = [
     # --- testing/: the target, the verdict, the defects, the cases, the knobs -----------------------------------
     Mutant(
         "bd-target-prefill-step-strict",
-        "testing/targets.py",
+        'testing/families/sdar.py',
         "    calls = [empty()] if trace.counters.model_calls and real >= settings.get(\"block_length\", 8) else []\n",
         "    calls = [empty()] if trace.counters.model_calls and real > settings.get(\"block_length\", 8) else []\n",
         "the target's empty prefill step is missing when the prompt is exactly one block: step k is no longer "
@@ -473,7 +473,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-target-store-step-before-block",
-        "testing/targets.py",
+        'testing/families/sdar.py',
         "        calls.append(step)\n"
         "        if k + 1 == len(steps) or steps[k + 1].block != step.block:\n"
         "            calls.append(empty())\n",
@@ -486,7 +486,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-published-target-intended",
-        "testing/targets.py",
+        'testing/families/sdar.py',
         "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)\n",
         "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, **settings)\n",
         "the target's published behaviour runs veridec's intended decode: a candidate that overwrites as the "
@@ -505,7 +505,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-sdar-defect-in-block-not-reset",
-        "testing/upstream.py",
+        'testing/families/sdar.py',
         "        in_block = in_block + 1 if step.block == last else 0\n",
         "        in_block = in_block + 1 if last is not None else 0\n",
         "sdar_defect counts denoising steps across blocks, not per block: the second block's steps read the "
@@ -514,21 +514,19 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-cases-large-blocks-only",
-        "testing/sdar_cases.py",
-        "    settings = {\"gen_length\": draw(st.integers(1, 8)), \"block_length\": draw(st.sampled_from((4, 2, 1, "
-        "8))),\n",
-        "    settings = {\"gen_length\": draw(st.integers(1, 8)), \"block_length\": draw(st.sampled_from((4, "
-        "8))),\n",
+        'testing/families/sdar.py',
+        '    settings = {"gen_length": draw(st.integers(1, 8)), "block_length": '
+        'draw(st.sampled_from(BLOCK_LENGTHS)),\n',
+        '    settings = {"gen_length": draw(st.integers(1, 8)), "block_length": draw(st.sampled_from((4, 8))),\n',
         "cases draw blocks of 4 or 8 only: no prompt of 1-6 tokens has two whole blocks, so a candidate whose "
         "prefill lets a block see the next one is never exercised",
         "spec/block_diffusion.md BD9", (CHECK,),
     ),
     Mutant(
         "bd-knobs-confidence-threshold-missing",
-        "testing/knobs.py",
-        "        \"confidence_threshold\": (0.85, 0.5, 0.3)}  # block diffusion's knobs "
-        "(spec/block_diffusion.md BD9)\n",
-        "        }  # block diffusion's knobs (spec/block_diffusion.md BD9)\n",
+        'testing/families/sdar.py',
+        '                     "confidence_threshold": choices("confidence_threshold", CONFIDENCE_THRESHOLDS),\n',
+        '',
         "confidence_threshold has no alternatives among SDAR's knobs: a candidate that ignores the threshold "
         "is never reported as a knob without effect",
         "spec/exactness.md EC7", (CHECK,),

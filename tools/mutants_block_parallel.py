@@ -240,8 +240,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rows-tier-a",
         "harness/block_rows.py",
-        "    return dict(model=model_name, decoder=name, variant=f\"{VARIANT} b{block_length}\", tier=\"E\", prompts=n,\n",
-        "    return dict(model=model_name, decoder=name, variant=f\"{VARIANT} b{block_length}\", tier=\"A\", prompts=n,\n",
+        '    return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", '
+        'tier="E", prompts=n,\n',
+        '    return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", '
+        'tier="A", prompts=n,\n',
         "block rows are tier A: a cached row that differs from its reference is measured, never gated, so the "
         "table passes",
         "spec/exactness.md E2", (ROWS,),
@@ -258,7 +260,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rows-positions-not-shifted",
         "harness/block_rows.py",
-        "    return StepRecord(step.block, place([p + pad for p in step.positions[0]], []), place(step.tokens[0], []),\n",
+        '    return StepRecord(step.block, place([p + pad for p in step.positions[0]], []), '
+        'place(step.tokens[0], []),\n',
         "    return StepRecord(step.block, place(list(step.positions[0]), []), place(step.tokens[0], []),\n",
         "a single decode's positions are not shifted by its row's padding: the expected commit order is in the "
         "unpadded layout while the cached trace is in the output's",
@@ -278,7 +281,8 @@ MUTANTS: list[Mutant] = [
         "table-block-unit-key-table-b",
         "harness/exactness.py",
         "            rows.append(Row(**recorded(records, unit(name, f\"{BLOCK_VARIANT} b{b}\"), compute)))\n",
-        "            rows.append(Row(**recorded(records, unit(name, f\"{BLOCK_VARIANT} b{block_length}\"), compute)))\n",
+        '            rows.append(Row(**recorded(records, unit(name, f"{BLOCK_VARIANT} '
+        'b{block_length}"), compute)))\n',
         "both block rows of a decoder share one records key: the second is taken from the first's record, so a "
         "resumed table repeats one row and never computes the other",
         "spec/exactness.md E2", (ROWS, RECORDS),
@@ -351,7 +355,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rec-block-errors-bidirectional",
         "veridec/recording.py",
-        "            truth = self.model(shown[rows, :end].to(self.model.device), block_size=block_size).logits.cpu()  # [R, E, V]\n",
+        '            truth = self.model(shown[rows, :end].to(self.model.device), '
+        'block_size=block_size).logits.cpu()  # [R, E, V]\n',
         "            truth = self.model(shown[rows, :end].to(self.model.device)).logits.cpu()  # [R, E, V]\n",
         "the logit errors' truth is a forward without block_size (not block-causal): a candidate whose blocks "
         "see the next one would match it",
@@ -371,8 +376,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "run-block-errors-mask-dropped",
         "testing/running.py",
-        "            side.logit_error = max(recording.block_logit_errors(side.canvas, case[\"settings\"][\"block_length\"], mask),\n",
-        "            side.logit_error = max(recording.block_logit_errors(side.canvas, case[\"settings\"][\"block_length\"]),\n",
+        '            side.logit_error = max(recording.block_logit_errors(side.canvas, '
+        'case["settings"]["block_length"], mask),\n',
+        '            side.logit_error = max(recording.block_logit_errors(side.canvas, '
+        'case["settings"]["block_length"]),\n',
         "run_candidate drops the attention mask when measuring an hf-block candidate's logit errors: padded rows "
         "are measured in the wrong layout",
         "spec/block_diffusion.md BD9", (CHECK, RECORDING),
@@ -381,7 +388,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "gen-sdar-cut-without-prompt",
         "harness/generate.py",
-        "                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), prompt.shape[1] + args.gen_length)\n",
+        '                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), '
+        'prompt.shape[1] + args.gen_length)\n',
         "                model, prompt, stopping_criteria_idx=eos_stops(model), **kw), args.gen_length)\n",
         "the block decode's canvas is cut to gen_length positions, not prompt + gen_length: the generation's "
         "tail is lost from the printed text",

@@ -46,7 +46,8 @@ MUTANTS: list[Mutant] = [
         TRANSFORMER,
         "        return torch.arange(max(0, scored.start - self.logit_shift), stop, device=mask.device)  # [R]\n",
         "        return torch.arange(scored.start, stop, device=mask.device)  # [R]\n",
-        "the scoring rows start at a, not a - shift: Dream's query scoring token a (at a - 1) is not run, every narrowed Dream logit comes from the wrong query (or past the rows)",
+        "the scoring rows start at a, not a - shift: Dream's query scoring token a (at a - 1) is not "
+        'run, every narrowed Dream logit comes from the wrong query (or past the rows)',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -56,7 +57,8 @@ MUTANTS: list[Mutant] = [
         "        if self.logit_shift:  # a row's first real token may lie at or after b (a window inside its padding)\n"
         "            stop = max(stop, int(first_real_position(mask).max()) + 1)\n",
         "",
-        "the rows are not extended to each row's first real position: a Dream window inside a row's padding (its first real token at or after b) gathers a query that was never run",
+        "the rows are not extended to each row's first real position: a Dream window inside a row's "
+        'padding (its first real token at or after b) gathers a query that was never run',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -75,7 +77,8 @@ MUTANTS: list[Mutant] = [
         INTERFACE,
         "    source = source - max(0, tokens.start - 1)  # raw_logits' rows start at the query scoring token a\n",
         "    source = source - tokens.start  # raw_logits' rows start at the query scoring token a\n",
-        "the realignment reads the narrowed rows as starting at token a, not at its scoring query a - 1: every Dream token takes its successor's logits",
+        'the realignment reads the narrowed rows as starting at token a, not at its scoring query a '
+        "- 1: every Dream token takes its successor's logits",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -93,7 +96,8 @@ MUTANTS: list[Mutant] = [
         INTERFACE,
         "    tokens = slice(0, raw_logits.shape[1]) if scored is None else scored\n",
         "    tokens = slice(0, raw_logits.shape[1])\n",
-        "the realignment ignores the scored window and realigns the narrowed rows as if they were the canvas from position 0",
+        'the realignment ignores the scored window and realigns the narrowed rows as if they were '
+        'the canvas from position 0',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -103,7 +107,8 @@ MUTANTS: list[Mutant] = [
         TRANSFORMER,
         "                                padded=cache.padded, logit_rows=logit_rows)\n",
         "                                padded=cache.padded)\n",
-        "forward_cached drops logit_rows: it returns every query's logits [B, Q, V] instead of the rows asked [B, R, V]",
+        "forward_cached drops logit_rows: it returns every query's logits [B, Q, V] instead of the "
+        'rows asked [B, R, V]',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -111,7 +116,8 @@ MUTANTS: list[Mutant] = [
         "narrow-rows-with-attentions-accepted",
         TRANSFORMER,
         "        if logit_rows is not None and output_attentions:\n"
-        "            raise ValueError(\"logit_rows and output_attentions exclude each other: the last layer would return the \"\n"
+        '            raise ValueError("logit_rows and output_attentions exclude each other: the last '
+        'layer would return the "\n'
         "                             \"weights of its logit rows only\")\n",
         "",
         "logit_rows with output_attentions is not refused: the last layer's weights silently cover the logit rows only",
@@ -123,7 +129,8 @@ MUTANTS: list[Mutant] = [
         TRANSFORMER,
         "                               logit_rows if i == last else None)\n",
         "                               logit_rows)\n",
-        "every layer keeps only the logit rows, not the last one alone: later layers lose the other positions' keys and values",
+        'every layer keeps only the logit rows, not the last one alone: later layers lose the other '
+        "positions' keys and values",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -132,16 +139,20 @@ MUTANTS: list[Mutant] = [
         TRANSFORMER,
         "            h, bias = h.index_select(1, rows), bias_rows(bias, rows)  # [B, R, hidden], [.., R|1, Lk]\n",
         "            h = h.index_select(1, rows)  # [B, R, hidden]\n",
-        "the selected queries keep the whole per-query bias [.., Q, Lk] (block-causal, a cached attn_bias): it no longer matches their R rows",
+        'the selected queries keep the whole per-query bias [.., Q, Lk] (block-causal, a cached '
+        'attn_bias): it no longer matches their R rows',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
     Mutant(
         "narrow-not-narrowable",
         TRANSFORMER,
-        "    narrowable_logits = True  # forward / prefill take ``scored``, forward_cached / raw_forward ``logit_rows`` (M5.1)\n",
-        "    narrowable_logits = False  # forward / prefill take ``scored``, forward_cached / raw_forward ``logit_rows`` (M5.1)\n",
-        "the transformer does not say it takes scored / logit_rows: the optimized decoder never narrows (P11's default lost)",
+        '    narrowable_logits = True  # forward / prefill take ``scored``, forward_cached / '
+        'raw_forward ``logit_rows`` (M5.1)\n',
+        '    narrowable_logits = False  # forward / prefill take ``scored``, forward_cached / '
+        'raw_forward ``logit_rows`` (M5.1)\n',
+        'the transformer does not say it takes scored / logit_rows: the optimized decoder never '
+        "narrows (P11's default lost)",
         M5_1,
         (NARROW, DECODERS),
     ),
@@ -151,7 +162,8 @@ MUTANTS: list[Mutant] = [
         LAYERS,
         "cos.index_select(2, rows), sin.index_select(2, rows)",
         "cos[:, :, :len(rows)], sin[:, :, :len(rows)]",
-        "the selected queries are rotated with the first R positions' angles, not their own rows' (right only when the rows start at 0)",
+        "the selected queries are rotated with the first R positions' angles, not their own rows' "
+        '(right only when the rows start at 0)',
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -161,7 +173,8 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    return takes_narrowed_logits(run.model) and not (run.reads_whole_window or run.needs_attention)\n",
         "    return takes_narrowed_logits(run.model) and not run.needs_attention\n",
-        "the forwards narrow when the step reads the whole window too (KLASS's history, temperature > 0, random remasking): the draws lose the reference's shapes",
+        "the forwards narrow when the step reads the whole window too (KLASS's history, temperature "
+        "> 0, random remasking): the draws lose the reference's shapes",
         P11,
         (NARROW, DECODERS, FASTDLLM, FASTDLLM_CACHE),
     ),
@@ -186,9 +199,12 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-decode-default-off",
         PARALLEL,
-        "           hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool = True) -> Decoded:\n",
-        "           hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool = False) -> Decoded:\n",
-        "decode's narrow_logits defaults to False: the optimized decoder computes the whole window unless asked (P11's default is True)",
+        '           hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool '
+        '= True) -> Decoded:\n',
+        '           hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool '
+        '= False) -> Decoded:\n',
+        "decode's narrow_logits defaults to False: the optimized decoder computes the whole window "
+        "unless asked (P11's default is True)",
         P11,
         (NARROW, DECODERS),
     ),
@@ -198,7 +214,8 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    return out.logits, out.attentions, Window(window.start, query, query), kv\n",
         "    return out.logits, out.attentions, Window(0, query, query), kv\n",
-        "the refresh's Window starts at 0, not at the scored window's start: the step reads its columns as if they began at the canvas's first position",
+        "the refresh's Window starts at 0, not at the scored window's start: the step reads its "
+        "columns as if they began at the canvas's first position",
         P11,
         (NARROW, DECODERS, FASTDLLM, FASTDLLM_CACHE),
     ),
@@ -207,7 +224,8 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    window = slice(block.first, block.end) if run.narrow else slice(0, x.shape[1])\n",
         "    window = slice(block.start, block.end) if run.narrow else slice(0, x.shape[1])\n",
-        "the refresh scores the block from its start, not from block.first: prompt masks left of the block (SQ1.3) get no logits and never compete",
+        'the refresh scores the block from its start, not from block.first: prompt masks left of the '
+        'block (SQ1.3) get no logits and never compete',
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -216,7 +234,8 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "        out, kv = run.model.prefill(x, run.attention_mask, **options)\n",
         "        out, kv = run.model.prefill(x, run.attention_mask, output_attentions=run.needs_attention)\n",
-        "the cached refresh (prefill) is not asked for scored: it returns the whole canvas's logits while its Window says they start at block.first",
+        "the cached refresh (prefill) is not asked for scored: it returns the whole canvas's logits "
+        'while its Window says they start at block.first',
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -225,7 +244,8 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    run.trace.counters.add_forward(rows=x.shape[0], queries=x.shape[1])\n",
         "    run.trace.counters.add_forward(rows=x.shape[0], queries=out.logits.shape[1])\n",
-        "the refresh counts the narrowed logits' columns as its queries, not the canvas it fed: counters lose the reference's meaning",
+        "the refresh counts the narrowed logits' columns as its queries, not the canvas it fed: "
+        "counters lose the reference's meaning",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -234,16 +254,19 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    options = {\"logit_rows\": torch.arange(width, device=x.device)} if narrow else {}\n",
         "    options = {\"logit_rows\": torch.arange(shift, width + shift, device=x.device)} if narrow else {}\n",
-        "the cached step's logit rows are offset by the shift: for Dream (fed from s - 1) the block's token j takes query j + 1's logits",
+        "the cached step's logit rows are offset by the shift: for Dream (fed from s - 1) the "
+        "block's token j takes query j + 1's logits",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
     Mutant(
         "narrow-cached-ignores-run-flag",
         PARALLEL,
-        "    narrow = run.narrow and fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)\n",
+        '    narrow = run.narrow and fed.shape[1] > width  # (a LLaDA dual step feeds the block '
+        'alone: nothing to cut)\n',
         "    narrow = fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)\n",
-        "the cached step cuts its logit rows whenever it feeds more than the block, whatever run.narrow says (narrow_logits=False, KLASS, sampled steps, DAPD's attention)",
+        'the cached step cuts its logit rows whenever it feeds more than the block, whatever '
+        "run.narrow says (narrow_logits=False, KLASS, sampled steps, DAPD's attention)",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -253,7 +276,8 @@ MUTANTS: list[Mutant] = [
         COMPILED_CODE,
         "                                  output_attentions=output_attentions, scored=scored)\n",
         "                                  output_attentions=output_attentions)\n",
-        "the compiled wrapper's prefill drops scored: a compiled narrowed refresh returns the whole canvas's logits under a window starting at block.first",
+        "the compiled wrapper's prefill drops scored: a compiled narrowed refresh returns the whole "
+        "canvas's logits under a window starting at block.first",
         M5_1,
         (NARROW, COMPILED),
     ),
@@ -272,7 +296,8 @@ MUTANTS: list[Mutant] = [
         FASTDLLM_CODE,
         "                  compile=compile, narrow_logits=narrow_logits)\n",
         "                  compile=compile)\n",
-        "the Fast-dLLM decoders do not pass narrow_logits on: narrow_logits=False still narrows (veridec check's cached targets with it)",
+        'the Fast-dLLM decoders do not pass narrow_logits on: narrow_logits=False still narrows '
+        "(veridec check's cached targets with it)",
         P11,
         (NARROW, FASTDLLM, FASTDLLM_CACHE, CHECK),
     ),
@@ -282,7 +307,8 @@ MUTANTS: list[Mutant] = [
         TARGETS,
         "_veridec(fast.generate_with_dual_cache, **WHOLE)",
         "_veridec(fast.generate_with_dual_cache)",
-        "veridec check's current dual-cache Fast-dLLM target narrows its logits (thresholds drawn at exact confidences may flip), though its reproducer says narrow_logits=False",
+        "veridec check's current dual-cache Fast-dLLM target narrows its logits (thresholds drawn at "
+        'exact confidences may flip), though its reproducer says narrow_logits=False',
         P11,
         (NARROW, CHECK),
     ),
@@ -291,7 +317,8 @@ MUTANTS: list[Mutant] = [
         TARGETS,
         "FIXED = \"narrow_logits=False, \"\n",
         "FIXED = \"\"\n",
-        "the cached Fast-dLLM targets' reproducer calls omit narrow_logits=False: the printed call is not the one the check ran",
+        "the cached Fast-dLLM targets' reproducer calls omit narrow_logits=False: the printed call "
+        'is not the one the check ran',
         P11,
         (NARROW, CHECK),
     ),

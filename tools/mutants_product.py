@@ -110,7 +110,8 @@ MUTANTS: list[Mutant] = [
         "veridec/trace.py",
         "        self.full_forwards += int(full)\n",
         "        self.full_forwards += 1\n",
-        "every model call, cached or packed, counts as a full forward: full_forwards equals model_calls and cache savings vanish",
+        'every model call, cached or packed, counts as a full forward: full_forwards equals '
+        'model_calls and cache savings vanish',
         "spec/notation.md N8", (TRACE_RECORDS, COUNTERS, REFERENCE_SAMPLERS),
     ),
     Mutant(
@@ -118,7 +119,8 @@ MUTANTS: list[Mutant] = [
         "veridec/trace.py",
         "        weakest = min(confidences[-1]) if mine else float(\"inf\")\n",
         "        weakest = max(confidences[-1]) if mine else float(\"inf\")\n",
-        "the selection gap uses the strongest committed confidence, overstating how far a position choice was from a tie",
+        'the selection gap uses the strongest committed confidence, overstating how far a position '
+        'choice was from a tie',
         "spec/sequential.md SQ0.1", (TRACE_RECORDS, REFERENCE_SAMPLERS, COMPARE),
     ),
     Mutant(
@@ -126,7 +128,8 @@ MUTANTS: list[Mutant] = [
         "veridec/trace.py",
         "        positions.append([cols[i] + offset for i in mine])\n",
         "        positions.append([cols[i] for i in mine])\n",
-        "a cached decoder's commits are recorded at window positions, not canvas positions: its commit order is shifted",
+        "a cached decoder's commits are recorded at window positions, not canvas positions: its "
+        'commit order is shifted',
         "spec/sequential.md SQ0.1", (TRACE_RECORDS, REFERENCE_SAMPLERS, COMPARE),
     ),
     Mutant(
@@ -149,8 +152,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "pr-events-edits-counted-as-revocations",
         "veridec/events.py",
-        "    return Counters(**{**counters.__dict__, \"revocations\": kinds.count(\"revoke\"), \"edits\": kinds.count(\"edit\")})\n",
-        "    return Counters(**{**counters.__dict__, \"revocations\": kinds.count(\"revoke\"), \"edits\": kinds.count(\"revoke\")})\n",
+        '    return Counters(**{**counters.__dict__, "revocations": kinds.count("revoke"), "edits": '
+        'kinds.count("edit")})\n',
+        '    return Counters(**{**counters.__dict__, "revocations": kinds.count("revoke"), "edits": '
+        'kinds.count("revoke")})\n',
         "the edits counter counts revocations (copy-paste): an editing decoder's edit count is wrong in every trace",
         "spec/wino.md WN5", (TRACE_RECORDS, EVENT_TRACES, EVENT_ROWS),
     ),
@@ -159,7 +164,8 @@ MUTANTS: list[Mutant] = [
         "veridec/events.py",
         "    for step, (a, b) in enumerate(zip_longest(steps_of(ours, row), steps_of(theirs, row))):\n",
         "    for step, (a, b) in enumerate(zip(steps_of(ours, row), steps_of(theirs, row))):\n",
-        "zip stops at the shorter trace: a decode with extra steps (late revocations) after a common prefix is called equal",
+        'zip stops at the shorter trace: a decode with extra steps (late revocations) after a common '
+        'prefix is called equal',
         "spec/wino.md WN5", (TRACE_RECORDS, EVENT_TRACES, WINO_CHECK),
     ),
     Mutant(
@@ -193,7 +199,8 @@ MUTANTS: list[Mutant] = [
         "veridec/numerics.py",
         "    return torch.finfo(torch.float32).eps * reference.abs().max().item()\n",
         "    return torch.finfo(torch.bfloat16).eps * reference.abs().max().item()\n",
-        "the one-ulp term uses bfloat16's epsilon (65536x float32's): every measured tolerance is wide enough to pass real errors",
+        "the one-ulp term uses bfloat16's epsilon (65536x float32's): every measured tolerance is "
+        'wide enough to pass real errors',
         "spec/exactness.md E3", (NUMERICS, OWN_MODEL, SPECULATIVE, CLI),
     ),
     # --- testing/candidates.py: loading and calling a foreign decoder -------------------------------------------
@@ -243,7 +250,8 @@ MUTANTS: list[Mutant] = [
         "testing/validation.py",
         "    if max_batch is not None and len(case[\"prompt\"]) > max_batch:\n",
         "    if max_batch is not None and len(case[\"prompt\"][0]) > max_batch:\n",
-        "max_batch is held against the prompt's length, not its rows: a case with more rows than the candidate takes is accepted",
+        "max_batch is held against the prompt's length, not its rows: a case with more rows than the "
+        'candidate takes is accepted',
         "spec/exactness.md EC2", (CASE_VALIDATION, HOSTILE_FLAGS, CHECK),
     ),
     Mutant(
@@ -267,7 +275,8 @@ MUTANTS: list[Mutant] = [
         "testing/validation.py",
         "    if not 0 <= value <= high:\n",
         "    if not value <= high:\n",
-        "a tier A baseline with a negative count or rate is accepted, so its comparisons pass or fail on a nonsense bound",
+        'a tier A baseline with a negative count or rate is accepted, so its comparisons pass or '
+        'fail on a nonsense bound',
         "spec/exactness.md EC2", (CASE_VALIDATION, HOSTILE_FLAGS, CHECK),
     ),
     # --- testing/hooks.py: Dream's hooks as data ---------------------------------------------------------------
@@ -284,7 +293,8 @@ MUTANTS: list[Mutant] = [
         "testing/hooks.py",
         "            x[:, d[\"position\"]] = d[\"token\"]\n",
         "            x[0, d[\"position\"]] = d[\"token\"]\n",
-        "the tokens hook writes its token into row 0 only, not every row: hooks on batched cases test less than described",
+        'the tokens hook writes its token into row 0 only, not every row: hooks on batched cases '
+        'test less than described',
         "spec/exactness.md EC5", (DREAM_HOOKS, CHECK,),
     ),
     # --- testing/tiers.py: the tier table ----------------------------------------------------------------------
@@ -293,16 +303,18 @@ MUTANTS: list[Mutant] = [
         "testing/tiers.py",
         "              runs_every_case=True, measures_logits=True, uses_baseline=True, reports_metrics=True),\n",
         "              runs_every_case=True, measures_logits=False, uses_baseline=True, reports_metrics=True),\n",
-        "tier A no longer measures the cached calls' logit error: max_logit_error is None and a stale cache passes its baseline",
+        "tier A no longer measures the cached calls' logit error: max_logit_error is None and a "
+        'stale cache passes its baseline',
         "spec/exactness.md EC3", (CHECK, STOCHASTIC),
     ),
     # --- testing/sdar_cases.py: block-diffusion case draws ----------------------------------------------------
     Mutant(
         "pr-sdar-cases-stop-id-never-drawn",
-        "testing/sdar_cases.py",
+        'testing/families/sdar.py',
         "    if \"stopping_criteria_idx\" in names and eos_id is not None:\n",
         "    if \"stopping_criteria_idx\" in names and eos_id is None:\n",
-        "stop ids at the model's EOS are never drawn for a model with an EOS: a candidate ignoring its stop criterion passes",
+        "stop ids at the model's EOS are never drawn for a model with an EOS: a candidate ignoring "
+        'its stop criterion passes',
         "spec/block_diffusion.md BD9", (BLOCK_DIFFUSION_CHECK,),
     ),
     # --- testing/models.py: the check models -------------------------------------------------------------------
@@ -311,7 +323,8 @@ MUTANTS: list[Mutant] = [
         "testing/models.py",
         "        for first in range(0, 2 * TIED_PAIRS, 2):\n",
         "        for first in range(0, TIED_PAIRS, 2):\n",
-        "only tokens 0..31 are tied in pairs: argmaxes over tokens 32..63 are never exact ties, so SQ0.4's lowest id is exercised less",
+        'only tokens 0..31 are tied in pairs: argmaxes over tokens 32..63 are never exact ties, so '
+        "SQ0.4's lowest id is exercised less",
         "spec/exactness.md EC4", (CHECK, EXACT_LAW_FIT),
     ),
     Mutant(
@@ -319,7 +332,8 @@ MUTANTS: list[Mutant] = [
         "testing/models.py",
         "    head = model.embed.weight if model.lm_head is None else model.lm_head.weight  # [V, hidden]\n",
         "    head = model.embed.weight  # [V, hidden]\n",
-        "an untied model's embedding is scaled and tied instead of its LM head: its logits have neither the spread nor the ties",
+        "an untied model's embedding is scaled and tied instead of its LM head: its logits have "
+        'neither the spread nor the ties',
         "spec/exactness.md EC4", (CHECK, EXACT_LAW_FIT),
     ),
     # --- harness/arguments.py: command-line refusals -----------------------------------------------------------
@@ -336,7 +350,8 @@ MUTANTS: list[Mutant] = [
         "harness/arguments.py",
         "        if not math.isfinite(value) or value < low or (high is not None and value > high):\n",
         "        if value < low or (high is not None and value > high):\n",
-        "a numeric flag accepts nan (every comparison with nan is false) and inf when unbounded, e.g. --case-timeout nan",
+        'a numeric flag accepts nan (every comparison with nan is false) and inf when unbounded, '
+        'e.g. --case-timeout nan',
         "spec/exactness.md EC8", (ARGUMENT_TYPES, HOSTILE_FLAGS, CLI),
     ),
     Mutant(
@@ -350,9 +365,12 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "pr-arguments-cuda-index-off-by-one",
         "harness/arguments.py",
-        "    if device.type == \"cuda\" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):\n",
-        "    if device.type == \"cuda\" and (not torch.cuda.is_available() or (device.index or 0) > torch.cuda.device_count()):\n",
-        "--device cuda:N with N equal to the device count is accepted and fails at the first allocation, not as a usage error",
+        '    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= '
+        'torch.cuda.device_count()):\n',
+        '    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) > '
+        'torch.cuda.device_count()):\n',
+        '--device cuda:N with N equal to the device count is accepted and fails at the first '
+        'allocation, not as a usage error',
         "spec/exactness.md E4", (ARGUMENT_TYPES, HOSTILE_FLAGS, CLI, DEVICE_READINESS),
     ),
     # --- harness/workloads.py: prompts and table columns -------------------------------------------------------
@@ -377,7 +395,8 @@ MUTANTS: list[Mutant] = [
         "harness/workloads.py",
         "    return (lines if ended else lines[:-1]), ended  # a line cut by gen_length is not scored\n",
         "    return lines, ended  # a line cut by gen_length is not scored\n",
-        "a line cut off by gen_length is scored as a complete line, biasing validity (usually down) for runs without EOS",
+        'a line cut off by gen_length is scored as a complete line, biasing validity (usually down) '
+        'for runs without EOS',
         "spec/guidance.md G3b", (WORKLOADS, EXPERIMENTS, CLI),
     ),
     Mutant(
@@ -385,7 +404,8 @@ MUTANTS: list[Mutant] = [
         "harness/workloads.py",
         "    symbols = ((canvas < hmm.num_symbols) | (full_mask == 0)).all(dim=1)\n",
         "    symbols = ((canvas <= hmm.num_symbols) | (full_mask == 0)).all(dim=1)\n",
-        "rows still holding the mask token (id S) are scored, clamped to symbol S-1, instead of skipped: hmm_nll_per_token is wrong",
+        'rows still holding the mask token (id S) are scored, clamped to symbol S-1, instead of '
+        'skipped: hmm_nll_per_token is wrong',
         "spec/exactness.md E3", (WORKLOADS, CLI, EVENT_ROWS),
     ),
     # --- harness/checks/block_diffusion.py: verify's BD8 row ----------------------------------------------------
@@ -394,7 +414,8 @@ MUTANTS: list[Mutant] = [
         "harness/checks/block_diffusion.py",
         "            failed += [f\"{size}/{name}/row {row}\" for row in _rows_differing(model, prompts, settings)]\n",
         "            failed = [f\"{size}/{name}/row {row}\" for row in _rows_differing(model, prompts, settings)]\n",
-        "each setting overwrites the failures of the ones before: a row that differs except in the last size/setting passes",
+        'each setting overwrites the failures of the ones before: a row that differs except in the '
+        'last size/setting passes',
         "spec/block_diffusion.md BD8", (BLOCK_DIFFUSION, CLI),
     ),
     Mutant(
@@ -402,7 +423,8 @@ MUTANTS: list[Mutant] = [
         "harness/checks/block_diffusion.py",
         "    seeded = lambda row: torch.Generator().manual_seed(40 + row)  # noqa: E731\n",
         "    seeded = lambda row: torch.Generator().manual_seed(40)  # noqa: E731\n",
-        "every row's generator has the same seed: a batched decoder that uses row 0's sample for every row still passes",
+        "every row's generator has the same seed: a batched decoder that uses row 0's sample for "
+        'every row still passes',
         "spec/block_diffusion.md BD8", (BLOCK_DIFFUSION, CLI),
     ),
     # --- harness/checks/bounds.py: verify's theorem rows -------------------------------------------------------
@@ -434,8 +456,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "pr-verify-recompute-on-fresh-cache",
         "harness/checks/models.py",
-        "            _, cache = model.prefill(x)\n            return model.raw_forward(y, positions).logits, model.forward_cached(y, positions, cache).logits\n",
-        "            _, cache = model.prefill(y)\n            return model.raw_forward(y, positions).logits, model.forward_cached(y, positions, cache).logits\n",
+        '            _, cache = model.prefill(x)\n            return model.raw_forward(y, '
+        'positions).logits, model.forward_cached(y, positions, cache).logits\n',
+        '            _, cache = model.prefill(y)\n            return model.raw_forward(y, '
+        'positions).logits, model.forward_cached(y, positions, cache).logits\n',
         "MC3's check fills the cache from the new canvas, not a stale one: a cache that reads stale entries passes",
         "spec/models.md MC3", (VERIFY_CHECKS, CLI,),
     ),
@@ -445,7 +469,8 @@ MUTANTS: list[Mutant] = [
         "harness/checks/reference.py",
         "            best = max(candidates, key=lambda i: (probs[i].max().item(), -i))\n",
         "            best = max(candidates, key=lambda i: (probs[i].max().item(), i))\n",
-        "the brute-force greedy loop breaks confidence ties to the highest position, so the oracle disagrees with SQ0.4 on ties",
+        'the brute-force greedy loop breaks confidence ties to the highest position, so the oracle '
+        'disagrees with SQ0.4 on ties',
         "spec/sequential.md SQ1.4", (VERIFY_CHECKS, CLI, REFERENCE_SAMPLERS),
     ),
     Mutant(
@@ -468,8 +493,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "pr-verify-block-diffusion-not-registered",
         "harness/checks/registry.py",
-        "CHECK_MODULES = (\"veridec.harness.checks.models\", \"veridec.harness.checks.reference\", \"veridec.harness.checks.bounds\",\n                 \"veridec.harness.checks.block_diffusion\")\n",
-        "CHECK_MODULES = (\"veridec.harness.checks.models\", \"veridec.harness.checks.reference\", \"veridec.harness.checks.bounds\")\n",
+        'CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.reference", '
+        '"veridec.harness.checks.bounds",\n                 "veridec.harness.checks.block_diffusion")\n',
+        'CHECK_MODULES = ("veridec.harness.checks.models", "veridec.harness.checks.reference", '
+        '"veridec.harness.checks.bounds")\n',
         "the block-diffusion module is not imported, so its BD8 check never runs and verify passes without it",
         "spec/block_diffusion.md BD8", (VERIFY_CHECKS, CLI, BLOCK_DIFFUSION),
     ),

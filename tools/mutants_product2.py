@@ -63,7 +63,8 @@ MUTANTS: list[Mutant] = [
         "testing/report.py",
         '    if result.upstream != "match":\n',
         '    if result.upstream == "match":\n',
-        "the CLI reproducer of a check run with --upstream-defects fail omits the flag, so rerunning the case in match mode passes the reproduced official defect that failed",
+        'the CLI reproducer of a check run with --upstream-defects fail omits the flag, so rerunning '
+        'the case in match mode passes the reproduced official defect that failed',
         "spec/exactness.md EC6", (UPSTREAM, CHECK),
     ),
     Mutant(
@@ -71,14 +72,16 @@ MUTANTS: list[Mutant] = [
         "testing/report.py",
         '    extra = ", attention_mask=attention_mask" if case["attention_mask"] is not None else ""\n',
         '    extra = ", attention_mask=attention_mask" if case["attention_mask"] is None else ""\n',
-        "the Python reproducer calls the candidate without the case's left-padding mask, so it reruns an unpadded case instead of the padded one that failed",
+        "the Python reproducer calls the candidate without the case's left-padding mask, so it "
+        'reruns an unpadded case instead of the padded one that failed',
         "spec/exactness.md EC2", (CHECK,),
     ),
     Mutant(
         "p2-report-target-counters-from-candidate",
         "testing/report.py",
         '                           "target_counters": _counters(failure.target), "candidate_counters": _counters(\n',
-        '                           "target_counters": _counters(failure.candidate), "candidate_counters": _counters(\n',
+        '                           "target_counters": _counters(failure.candidate), '
+        '"candidate_counters": _counters(\n',
         "the JSON report's target_counters are the candidate's, so a counter divergence shows both sides equal",
         "spec/exactness.md EC2", (CHECK_REPORTS, CHECK),
     ),
@@ -87,7 +90,8 @@ MUTANTS: list[Mutant] = [
         "testing/report.py",
         "    total = sum(result.upstream_defects.values())\n",
         "    total = len(result.upstream_defects)\n",
-        "the report's count of cases that reproduce official defects counts distinct clauses, not cases (FD9.1 x5 reads as 1)",
+        "the report's count of cases that reproduce official defects counts distinct clauses, not "
+        'cases (FD9.1 x5 reads as 1)',
         "spec/exactness.md EC6", (CHECK_REPORTS, UPSTREAM, GOLDEN_CHECK),
     ),
     # --- testing/exact_law.py: tier S against the exact law of an oracle decode ----------------------------------
@@ -96,56 +100,65 @@ MUTANTS: list[Mutant] = [
         "testing/exact_law.py",
         '    if steps_per_block < 1 or settings["block_length"] % steps_per_block:\n',
         "    if steps_per_block < 1:\n",
-        "a case whose steps do not divide the block (a non-constant quota) is enumerated as a constant TopK, so the candidate is held against a law the target does not decode",
+        'a case whose steps do not divide the block (a non-constant quota) is enumerated as a '
+        'constant TopK, so the candidate is held against a law the target does not decode',
         "spec/stochastic.md ST7", (CHECK_REPORTS, LAW_FIT, STOCHASTIC),
     ),
     Mutant(
         "p2-law-cached-target-accepted",
-        "testing/exact_law.py",
-        '    if base not in LAW_TARGETS or cache != "none" or not goal.veridec:\n',
-        "    if base not in LAW_TARGETS or not goal.veridec:\n",
-        "an oracle check with cache='prefix' or 'dual' is no longer refused and is held against the no-cache law, passing a cached candidate against the wrong target",
+        'testing/targets.py',
+        'official=block.FASTDLLM_DUAL),',
+        'official=block.FASTDLLM_DUAL, exact_law=True),',
+        "the dual-cache target is marked exact-law: an oracle check with cache='dual' is no longer "
+        'refused and is held against the no-cache law, passing a cached candidate against the wrong target',
         "spec/stochastic.md ST7", (LAW_FIT, STOCHASTIC),
     ),
     # --- testing/upstream.py: where the official code fails, as typed outcomes ----------------------------------
     Mutant(
         "p2-upstream-eos-vocab-edge",
-        "testing/upstream.py",
-        "    entry = EOS_IDS_HARD_CODED if max(needed) >= model.vocab_size else (*EOS_IDS_HARD_CODED[:2], \"deviates\")\n",
-        "    entry = EOS_IDS_HARD_CODED if max(needed) > model.vocab_size else (*EOS_IDS_HARD_CODED[:2], \"deviates\")\n",
-        "on a vocabulary whose size equals the hard-coded id the official IndexError is predicted as a deviation, so a candidate that completes differently passes",
+        'testing/families/block.py',
+        '    entry = EOS_IDS_HARD_CODED if max(needed) >= model.vocab_size else '
+        '(*EOS_IDS_HARD_CODED[:2], "deviates")\n',
+        '    entry = EOS_IDS_HARD_CODED if max(needed) > model.vocab_size else '
+        '(*EOS_IDS_HARD_CODED[:2], "deviates")\n',
+        'on a vocabulary whose size equals the hard-coded id the official IndexError is predicted as '
+        'a deviation, so a candidate that completes differently passes',
         "spec/sequential.md SQ1.10", (UPSTREAM_PREDICTIONS, UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-first-step-counted-in-block",
-        "testing/upstream.py",
+        'testing/families/block.py',
         "        in_block = in_block + 1 if k and step.block == steps[k - 1].block else 0\n",
         "        in_block = in_block + 1 if step.block == steps[k - 1].block else 0\n",
-        "step 0 compares its block with the last step's (steps[-1]), so a one-block decode counts the refresh as step 1 and predicts FD9.4 / FD9.1 a step early",
+        "step 0 compares its block with the last step's (steps[-1]), so a one-block decode counts "
+        'the refresh as step 1 and predicts FD9.4 / FD9.1 a step early',
         "spec/fastdllm.md FD9", (UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-quota-exhausted-late",
-        "testing/upstream.py",
+        'testing/families/block.py',
         "        if quota and in_block >= per_block:\n",
         "        if quota and in_block > per_block:\n",
-        "quota mode predicts the official IndexError one forward after step j = S, so a candidate that raises at j = S is failed and one that computes one more step passes",
+        'quota mode predicts the official IndexError one forward after step j = S, so a candidate '
+        'that raises at j = S is failed and one that computes one more step passes',
         "spec/fastdllm.md FD9", (UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-endless-at-temperature",
-        "testing/upstream.py",
+        'testing/families/block.py',
         '    deterministic = settings.get("temperature", 0) == 0 and settings.get("remasking") != "random"\n',
         '    deterministic = settings.get("temperature", 0) == 0 or settings.get("remasking") != "random"\n',
-        "a stall at temperature > 0 is predicted as the official endless loop (FD9.2), so a candidate that fails there passes as reproducing a defect instead of the case being refused",
+        'a stall at temperature > 0 is predicted as the official endless loop (FD9.2), so a '
+        'candidate that fails there passes as reproducing a defect instead of the case being refused',
         "spec/fastdllm.md FD9", (UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-factor-candidates-swapped",
-        "testing/upstream.py",
-        '    candidates = masked[:, :end] if cache == "none" else masked[:, start:end]\n',
-        '    candidates = masked[:, start:end] if cache == "none" else masked[:, :end]\n',
-        "factor mode's candidates are the block's masks without a cache and every earlier mask with one, the reverse of the official loops, so FD9.3 is predicted where it does not fire",
+        'testing/families/block.py',
+        '    candidates = masked[:, :end] if loop.full else masked[:, start:end]\n',
+        '    candidates = masked[:, start:end] if loop.full else masked[:, :end]\n',
+        "factor mode's candidates are the block's masks without a cache and every earlier mask with "
+        'one, the reverse of the official loops, so FD9.3 is predicted where it does not fire',
         "spec/fastdllm.md FD9", (UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
@@ -153,15 +166,17 @@ MUTANTS: list[Mutant] = [
         "testing/upstream.py",
         "        found.append(canvas.clone())\n",
         "        found.append(canvas)\n",
-        "every canvas before a step aliases the final canvas, so the per-step predictions (FD9.3, FD9.6, SQ2.8) read the finished decode and miss or misplace the defect",
+        'every canvas before a step aliases the final canvas, so the per-step predictions (FD9.3, '
+        'FD9.6, SQ2.8) read the finished decode and miss or misplace the defect',
         "spec/exactness.md EC6", (UPSTREAM, GOLDEN_CHECK),
     ),
     Mutant(
         "p2-upstream-dream-clamp-at-equal",
-        "testing/upstream.py",
+        'testing/families/dream.py',
         "        if bool((masked.sum(dim=1) < count).any()):\n",
         "        if bool((masked.sum(dim=1) <= count).any()):\n",
-        "a row holding exactly the step's count of masks is predicted to be clamped, so a candidate that deviates after an ordinary final step passes as reproducing SQ2.8",
+        "a row holding exactly the step's count of masks is predicted to be clamped, so a candidate "
+        'that deviates after an ordinary final step passes as reproducing SQ2.8',
         "spec/sequential.md SQ2.8", (UPSTREAM, GOLDEN_CHECK),
     ),
     # --- testing/guard.py: limits on a candidate's calls ----------------------------------------------------------
@@ -170,7 +185,8 @@ MUTANTS: list[Mutant] = [
         "testing/guard.py",
         "    return UNTIMED_SECONDS if target_seconds is None else TIMEOUT_FACTOR * target_seconds + TIMEOUT_FLOOR\n",
         "    return UNTIMED_SECONDS if target_seconds is None else TIMEOUT_FACTOR * (target_seconds + TIMEOUT_FLOOR)\n",
-        "the default limit is 20x (target + 10 s), over 200 s instead of 20x + 10 s, so a stalling candidate is waited out far past its limit",
+        'the default limit is 20x (target + 10 s), over 200 s instead of 20x + 10 s, so a stalling '
+        'candidate is waited out far past its limit',
         "spec/exactness.md EC8", (HOSTILE_CHECK,),
     ),
     Mutant(
@@ -178,7 +194,8 @@ MUTANTS: list[Mutant] = [
         "testing/guard.py",
         "    if not 0 < value <= MAX_CASE_TIMEOUT:\n",
         "    if not 0 <= value <= MAX_CASE_TIMEOUT:\n",
-        "VERIDEC_IMPORT_TIMEOUT=0 is accepted and setitimer(0) arms no alarm, so the candidate's import runs with no in-process limit",
+        "VERIDEC_IMPORT_TIMEOUT=0 is accepted and setitimer(0) arms no alarm, so the candidate's "
+        'import runs with no in-process limit',
         "spec/exactness.md EC8", (GUARD_TIMERS, HOSTILE_CHECK),
     ),
     Mutant(
@@ -186,7 +203,8 @@ MUTANTS: list[Mutant] = [
         "testing/guard.py",
         "                signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))\n",
         "                signal.setitimer(signal.ITIMER_REAL, max(outer, 1e-3))\n",
-        "an outer timer is re-armed with its full time instead of what was left, so each candidate call postpones the caller's own deadline",
+        'an outer timer is re-armed with its full time instead of what was left, so each candidate '
+        "call postpones the caller's own deadline",
         "spec/exactness.md EC8", (GUARD_TIMERS, HOSTILE_CHECK),
     ),
     # --- testing/agreement.py: vLLM's rule at the first divergent position ---------------------------------------
@@ -195,7 +213,8 @@ MUTANTS: list[Mutant] = [
         "testing/agreement.py",
         '    found["agrees"] = (found["candidate_token_rank_in_target"] < rule.top_k\n',
         '    found["agrees"] = (found["candidate_token_rank_in_target"] <= rule.top_k\n',
-        "a candidate token ranked k (the (k+1)-th) under the target's distribution agrees, so top-1 accepts the second-best token",
+        "a candidate token ranked k (the (k+1)-th) under the target's distribution agrees, so top-1 "
+        'accepts the second-best token',
         "spec/exactness.md EC10", (AGREEMENT,),
     ),
     Mutant(
@@ -203,7 +222,8 @@ MUTANTS: list[Mutant] = [
         "testing/agreement.py",
         "    order = lambda rp: (_step_of(trace, *rp) if _step_of(trace, *rp) is not None else never, rp[0], rp[1])\n",
         "    order = lambda rp: (_step_of(trace, *rp) if _step_of(trace, *rp) is not None else never, rp[1], rp[0])\n",
-        "within one commit step the divergence is chosen by position before row, so the rule judges another row's position than the first in the target's order",
+        'within one commit step the divergence is chosen by position before row, so the rule judges '
+        "another row's position than the first in the target's order",
         "spec/exactness.md EC10", (AGREEMENT,),
     ),
     Mutant(
@@ -211,7 +231,8 @@ MUTANTS: list[Mutant] = [
         "testing/agreement.py",
         "    for record in side.trace.steps[step:]:\n",
         "    for record in side.trace.steps[step + 1:]:\n",
-        "each side's distribution is taken on the canvas after it committed the position (the token already written there), not the canvas it held before",
+        "each side's distribution is taken on the canvas after it committed the position (the token "
+        'already written there), not the canvas it held before',
         "spec/exactness.md EC10", (AGREEMENT,),
     ),
     # --- veridec/compare.py: commit order, ties, token match, logit error ----------------------------------------
@@ -226,9 +247,12 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-compare-first-divergence-by-row",
         "veridec/compare.py",
-        "                divergences.append(_one_sided(step, row, extra, longer_is_a))\n    first = min(divergences, key=lambda d: (d.step, d.row), default=None)\n",
-        "                divergences.append(_one_sided(step, row, extra, longer_is_a))\n    first = min(divergences, key=lambda d: (d.row, d.step), default=None)\n",
-        "the first divergence is the lowest row's, not the earliest step's, so the report and its tie verdict name a later divergence",
+        '                divergences.append(_one_sided(step, row, extra, longer_is_a))\n    first = '
+        'min(divergences, key=lambda d: (d.step, d.row), default=None)\n',
+        '                divergences.append(_one_sided(step, row, extra, longer_is_a))\n    first = '
+        'min(divergences, key=lambda d: (d.row, d.step), default=None)\n',
+        "the first divergence is the lowest row's, not the earliest step's, so the report and its "
+        'tie verdict name a later divergence',
         "spec/sequential.md SQ0.5", (COMPARE, CHECK),
     ),
     Mutant(
@@ -236,7 +260,8 @@ MUTANTS: list[Mutant] = [
         "veridec/compare.py",
         "    return (canvas_a[:, prompt_length:] == canvas_b[:, prompt_length:]).double().mean().item()\n",
         "    return (canvas_a == canvas_b).double().mean().item()\n",
-        "the token match rate counts the prompt positions (always equal), inflating tier A's token match and the table's column",
+        "the token match rate counts the prompt positions (always equal), inflating tier A's token "
+        "match and the table's column",
         "spec/exactness.md E3", (COMPARE, CHECK),
     ),
     Mutant(
@@ -244,7 +269,8 @@ MUTANTS: list[Mutant] = [
         "veridec/compare.py",
         "        lb = torch.tensor(sb.logits[row][order_b[position]], dtype=torch.float64, device=\"cpu\")\n",
         "        lb = torch.tensor(sb.logits[row][i], dtype=torch.float64, device=\"cpu\")\n",
-        "b's logits are taken by list index, so a step listing the same commits in another order compares different positions' logits",
+        "b's logits are taken by list index, so a step listing the same commits in another order "
+        "compares different positions' logits",
         "spec/sequential.md SQ0.5", (COMPARE, RECORDING),
     ),
     # --- veridec/canvas.py: the starting canvas and the prompt's refusals ----------------------------------------
@@ -261,7 +287,8 @@ MUTANTS: list[Mutant] = [
         "veridec/canvas.py",
         "        if (prompt[row][real[row]] == mask_id).all():\n",
         "        if (prompt[row] == mask_id).all():\n",
-        "a padded row whose real tokens are all the mask token is accepted (its pad ids are not masks), decoding a row nothing conditions",
+        'a padded row whose real tokens are all the mask token is accepted (its pad ids are not '
+        'masks), decoding a row nothing conditions',
         "spec/sequential.md SQ0.6", (HOSTILE_INPUTS, CASE_VALIDATION),
     ),
     # --- veridec/decoding.py: step budget and stalls --------------------------------------------------------------
@@ -270,7 +297,8 @@ MUTANTS: list[Mutant] = [
         "veridec/decoding.py",
         "    if step > budget:\n",
         "    if step >= budget:\n",
-        "a block that finishes on the last forward its budget allows raises DecodeStalled, so the target refuses valid cases and the check discards them",
+        'a block that finishes on the last forward its budget allows raises DecodeStalled, so the '
+        'target refuses valid cases and the check discards them',
         "spec/parallel.md P11", (PARALLEL, UPSTREAM),
     ),
     Mutant(
@@ -278,7 +306,8 @@ MUTANTS: list[Mutant] = [
         "veridec/decoding.py",
         '    budget = int(candidates.sum(dim=1).max()) + getattr(rule, "steps_per_block", 0)\n',
         '    budget = int(candidates.sum(dim=1).min()) + getattr(rule, "steps_per_block", 0)\n',
-        "the step budget is the row with the fewest masks, so a batch whose rows differ in prompt masks stalls falsely and its cases are discarded as refused",
+        'the step budget is the row with the fewest masks, so a batch whose rows differ in prompt '
+        'masks stalls falsely and its cases are discarded as refused',
         "spec/parallel.md P11", (PARALLEL, UPSTREAM),
     ),
     # --- harness/records.py: records that survive a kill ---------------------------------------------------------
@@ -287,7 +316,8 @@ MUTANTS: list[Mutant] = [
         "harness/records.py",
         "                handle.truncate(len(complete) + 1 if complete else 0)\n",
         "                handle.truncate(len(complete) if complete else 0)\n",
-        "dropping a cut-short last line also drops the newline of the last complete record, so the next record is glued onto it",
+        'dropping a cut-short last line also drops the newline of the last complete record, so the '
+        'next record is glued onto it',
         "spec/exactness.md E4", (RECORDS, HOSTILE_RECORDS),
     ),
     Mutant(
@@ -295,7 +325,8 @@ MUTANTS: list[Mutant] = [
         "harness/records.py",
         '        if recorded_hash != self.hash or settings_hash(record.get("settings")) != self.hash:\n',
         '        if recorded_hash != self.hash and settings_hash(record.get("settings")) != self.hash:\n',
-        "a line with this run's settings hash but other settings (a forged line with its digest redone) is taken as this run's result",
+        "a line with this run's settings hash but other settings (a forged line with its digest "
+        "redone) is taken as this run's result",
         "spec/exactness.md E4", (HOSTILE_RECORDS, RECORDS),
     ),
     Mutant(
@@ -318,9 +349,12 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-units-resume-recomputes",
         "harness/units.py",
-        "    todo = [(key, unit) for i, (key, unit) in enumerate(zip(keys, units)) if group.mine(i) and key not in results]\n",
-        "    todo = [(key, unit) for i, (key, unit) in enumerate(zip(keys, units)) if group.mine(i) or key not in results]\n",
-        "a resumed run recomputes (and records again) the units already recorded, and each rank also computes others' missing units",
+        '    todo = [(key, unit) for i, (key, unit) in enumerate(zip(keys, units)) if group.mine(i) '
+        'and key not in results]\n',
+        '    todo = [(key, unit) for i, (key, unit) in enumerate(zip(keys, units)) if group.mine(i) '
+        'or key not in results]\n',
+        'a resumed run recomputes (and records again) the units already recorded, and each rank also '
+        "computes others' missing units",
         "spec/exactness.md E4", (UNITS, RECORDS),
     ),
     Mutant(
@@ -337,7 +371,8 @@ MUTANTS: list[Mutant] = [
         "harness/check_command.py",
         "    if not isinstance(case, dict):\n",
         "    if case is not None and not isinstance(case, dict):\n",
-        "--case null is no longer refused and falls back to drawn cases, so a replayed case is silently not the one run",
+        '--case null is no longer refused and falls back to drawn cases, so a replayed case is '
+        'silently not the one run',
         "spec/exactness.md EC2", (CHECK_REPORTS, HOSTILE_FLAGS, CHECK),
     ),
     Mutant(
@@ -353,7 +388,8 @@ MUTANTS: list[Mutant] = [
         "harness/check_command.py",
         "    if tier.uses_baseline and args.baseline and baseline is None:\n",
         "    if tier.uses_baseline and args.baseline:\n",
-        "tier A rewrites an existing --baseline with this run's metrics, so a regression becomes the new baseline and passes next time",
+        "tier A rewrites an existing --baseline with this run's metrics, so a regression becomes the "
+        'new baseline and passes next time',
         "spec/exactness.md EC3", (CHECK_REPORTS, CHECK, CLI),
     ),
     Mutant(
@@ -361,7 +397,8 @@ MUTANTS: list[Mutant] = [
         "harness/check_command.py",
         "                         alpha=0.01 if args.alpha is None else args.alpha,\n",
         "                         alpha=0.05 if args.alpha is None else args.alpha,\n",
-        "the command's tier S runs at a false-alarm rate of 0.05 instead of the stated default 0.01 (fewer samples, weaker tests)",
+        "the command's tier S runs at a false-alarm rate of 0.05 instead of the stated default 0.01 "
+        '(fewer samples, weaker tests)',
         "spec/stochastic.md ST2", (CHECK_REPORTS, STOCHASTIC, CLI),
     ),
     # --- harness/event_rows.py: WINO's and the editing sampler's rows ---------------------------------------------
@@ -378,7 +415,8 @@ MUTANTS: list[Mutant] = [
         "harness/event_rows.py",
         "        full, positions = full + out.counters.full_forwards, positions + out.counters.query_positions\n",
         "        full, positions = full + ours.counters.full_forwards, positions + ours.counters.query_positions\n",
-        "the row's full_forwards and positions_per_prompt are the reference's, so a cache's savings (or extra forwards) never show",
+        "the row's full_forwards and positions_per_prompt are the reference's, so a cache's savings "
+        '(or extra forwards) never show',
         "spec/exactness.md E2", (EVENT_ROWS, WINO, EDITING),
     ),
     Mutant(
@@ -386,7 +424,8 @@ MUTANTS: list[Mutant] = [
         "harness/event_rows.py",
         "        return math.inf\n",
         "        return 0.0\n",
-        "a logit finite on one side and -inf on the other (a token banned by one side only) gives error 0 instead of infinite",
+        'a logit finite on one side and -inf on the other (a token banned by one side only) gives '
+        'error 0 instead of infinite',
         "spec/exactness.md E2", (EVENT_ROWS, WINO, EDITING),
     ),
     # --- harness/compiled_rows.py: compiled rows held to eager ----------------------------------------------------
@@ -395,7 +434,8 @@ MUTANTS: list[Mutant] = [
         "harness/compiled_rows.py",
         "    out, seconds = run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)\n",
         "    out, seconds = run_variant(model, base, rule, prompt, mask, gen_length, block_length)\n",
-        "the compared decode runs eager, so every compiled row compares eager with eager and is exact whatever the compiled kernels do",
+        'the compared decode runs eager, so every compiled row compares eager with eager and is '
+        'exact whatever the compiled kernels do',
         "spec/exactness.md E2", (COMPILED,),
     ),
     Mutant(

@@ -1,7 +1,7 @@
-"""WINO's cases for ``veridec check --against wino`` (spec/wino.md): settings drawn for its target, and both
-thresholds drawable as confidences of the decode itself, so that the strict comparisons of WN4.4 (a draft
-passes ``c > threshold``) and WN4.5 (a verified token is revoked when ``b < threshold_back``) meet equality,
-where strict and non-strict rules differ.
+"""The WINO family (target ``wino``: ``decoding_wino``, spec/wino.md): its settings, knobs, and both thresholds
+drawable as confidences of the decode itself, so that the strict comparisons of WN4.4 (a draft passes ``c >
+threshold``) and WN4.5 (a verified token is revoked when ``b < threshold_back``) meet equality, where strict and
+non-strict rules differ.
 
 - ``threshold = {"at_confidence": r}`` (r = 1..3): the r-th largest draft confidence of row 0's first step
   (0 = the largest), read from the reference decode at ``threshold = 0`` (the first step's confidences do not
@@ -21,7 +21,10 @@ from hypothesis import strategies as st
 
 from veridec.reference import wino
 
-TEMPERATURES = (0.0, 0.7, 1.0)
+from .common import (KNOB_TEMPERATURES, KNOB_THRESHOLDS, Family, at_confidence, choices, divisor_block_lengths,
+                     kept, temperatures, with_events)
+
+WINO_SETTINGS = ("gen_length", "block_length", "temperature", "threshold", "threshold_back")
 THRESHOLDS = (0.6, 0.05, 0.2, 0.9)  # the official default first
 BACK_THRESHOLDS = (0.9, 0.5, 0.99, 0.2)
 BACK_FALLBACK = 0.9
@@ -35,16 +38,12 @@ def wino_settings(draw, names, sampled: bool = False):
     as one block on the target's side too."""
     blocks, block_length = draw(st.integers(1, 3)), draw(st.integers(1, 8))
     settings = {"gen_length": blocks * block_length, "block_length": block_length,
-                "temperature": draw(st.sampled_from(TEMPERATURES[1:] if sampled else TEMPERATURES)),
-                "threshold": draw(st.sampled_from(THRESHOLDS) | _at_confidence(1, 3)),
-                "threshold_back": draw(st.sampled_from(BACK_THRESHOLDS) | _at_confidence(0, 2))}
+                "temperature": draw(temperatures(sampled)),
+                "threshold": draw(st.sampled_from(THRESHOLDS) | at_confidence(1, 3)),
+                "threshold_back": draw(st.sampled_from(BACK_THRESHOLDS) | at_confidence(0, 2))}
     if "block_length" not in names:
         settings["block_length"] = settings["gen_length"]
-    return {name: value for name, value in settings.items() if name in names or name in WINO_STRUCTURE}
-
-
-def _at_confidence(low: int, high: int):
-    return st.builds(lambda r: {"at_confidence": r}, st.integers(low, high))
+    return kept(settings, names, WINO_STRUCTURE)
 
 
 def resolve_wino_case(case: dict, model, prompt: torch.Tensor, mask) -> dict:
@@ -83,3 +82,15 @@ def _back_confidence(model, prompt, settings: dict, seed: int) -> float:
     revoked = [e.confidence for e in decoded.events
                if e.step == 1 and e.kind == "revoke" and e.position < first_block]  # increasing (WN5)
     return revoked[min(rank, len(revoked) - 1)] if revoked else BACK_FALLBACK
+
+
+def _drawn(names, model, defaults: dict, sampled: bool):
+    return wino_settings(names, sampled)
+
+
+FAMILY = Family("wino", _drawn, knobs={
+    "threshold": choices("threshold", KNOB_THRESHOLDS), "threshold_back": choices("threshold_back", BACK_THRESHOLDS),
+    "temperature": choices("temperature", KNOB_TEMPERATURES), "block_length": divisor_block_lengths},
+    resolve=resolve_wino_case, infill=True)
+
+WINO = with_events(wino.generate, "wino", "WINO takes no padding (spec WN1: the official function has none)")
