@@ -18,6 +18,7 @@ from veridec.reference.parallel import decode
 from veridec.rules.parallel import Threshold, TopK
 from veridec.testing import check_decoder, check_law, goodness_of_fit, load_candidate
 from veridec.testing.stochastic import MAX_CELLS, pearson_fit, samples_for_power
+from veridec.testing.targets import TARGETS, target
 
 ALPHA = 0.01
 
@@ -138,3 +139,17 @@ def test_check_decoder_on_an_oracle_holds_the_samples_against_the_exact_law(caps
     assert main(["check", f"{EXAMPLES}/llada_sampler.py:generate", "--against", "llada", "--model", "oracle-hmm",
                  "--tier", "S", "--trials", "1", "--samples", "300", "--quiet"]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("against, cache", sorted(TARGETS))
+def test_only_the_uncached_llada_and_fastdllm_targets_have_an_exact_law(against, cache):
+    """ST7: the exact law is enumerated for llada, fastdllm and fastdllm-2025-06 without a cache, and refused for
+    every other target, each cached one included (an oracle has no cache)."""
+    from veridec.testing.exact_law import check_law_target
+
+    goal = target(against, cache)
+    if (against, cache) in {("llada", "none"), ("fastdllm", "none"), ("fastdllm-2025-06", "none")}:
+        check_law_target(goal, cache)
+    else:
+        with pytest.raises(ValueError, match="without a cache"):
+            check_law_target(goal, cache)
