@@ -18,7 +18,7 @@ from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
-from .supervise import child_status, saved_streams
+from .child import child_status, saved_streams
 from .arguments import UsageError, check_output_dir, check_output_file, integer, number, probability, seed
 
 
