@@ -24,6 +24,13 @@ from .arguments import UsageError, check_output_dir, check_output_file, integer,
 
 def add_parser(commands) -> None:
     chk = commands.add_parser("check", help="hold a decoder written elsewhere against veridec's (tier E, A or S)")
+    for add in (_candidate_arguments, _tier_arguments, _comparison_arguments, _model_arguments, _output_arguments):
+        add(chk)
+    chk.set_defaults(run=run_check_command)
+
+
+def _candidate_arguments(chk) -> None:
+    """What is checked, against what, on which model and cases."""
     chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
     chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
@@ -39,6 +46,10 @@ def add_parser(commands) -> None:
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
+
+
+def _tier_arguments(chk) -> None:
+    """The tier, and tier S's power."""
     chk.add_argument("--tier", choices=tuple(TIERS), default="E",
                      help="; ".join(f"{t.letter} {t.meaning}" for t in TIERS.values()))
     chk.add_argument("--alpha", type=probability, default=None, help="tier S: the check's false-alarm rate (0.01)")
@@ -46,6 +57,10 @@ def add_parser(commands) -> None:
                      help="tier S: the total variation each test detects with probability 0.95 (0.05)")
     chk.add_argument("--samples", type=integer(2, 10_000_000), default=None,
                      help="tier S: samples per side per case (default: derived from --alpha and --delta)")
+
+
+def _comparison_arguments(chk) -> None:
+    """How the two sides are held to each other: ties, tier A's baseline, upstream defects, knobs, time."""
     chk.add_argument("--ties", choices=TIES, default="lowest",
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
@@ -59,6 +74,10 @@ def add_parser(commands) -> None:
     chk.add_argument("--case-timeout", type=number(0.01, MAX_CASE_TIMEOUT), default=None, metavar="SECONDS",
                      help="the time one candidate call may take before it fails its case (default: 20x the "
                           "target's own time on the case + 10 s)")
+
+
+def _model_arguments(chk) -> None:
+    """The candidate's own model (spec EC9) and tier A's token agreement (spec EC10)."""
     chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
                      help="run the candidate on your own model object, returned by FACTORY (called with --model "
                           "when it takes an argument); veridec's decoder runs on --model (spec EC9)")
@@ -71,11 +90,14 @@ def add_parser(commands) -> None:
                           "divergent position (spec EC10)")
     chk.add_argument("--agreement-max-gap", type=number(1e-12), default=None, metavar="NATS",
                      help="tier A, with --agreement-top-k: the largest log-probability gap allowed there")
+
+
+def _output_arguments(chk) -> None:
+    """One case replayed, and where the verdict goes."""
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
     chk.add_argument("--quiet", action="store_true", help="no progress bar")
-    chk.set_defaults(run=run_check_command)
 
 
 def run_check_command(args) -> int:

@@ -120,8 +120,24 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
         return _block_rows(model_name, model, decoders, prompt, mask, gen_length, block_length, records, unit,
                            progress, mine)
     timing = Timing(model, prompt, mask, gen_length, block_length)
+    presets = [d for d in decoders if d in PRESETS and mine(d)]  # sdar-*: block-diffusion models only
+    rows = _preset_rows(model_name, model, presets, prompt, mask,
+                        gen_length, block_length, timing, records, unit, progress, compile)
+    rows += speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit,
+                             progress, mine)
+    for name in (d for d in EVENT_DECODERS if d in decoders and mine(d)):
+        if has_llada_layout(model):  # WN1, ED1: else no rows
+            rows += _event_rows(model_name, model, name, prompt, mask, gen_length, block_length, timing, records,
+                                unit, progress)
+    return rows
+
+
+def _preset_rows(model_name, model, decoders, prompt, mask, gen_length, block_length, timing, records, unit,
+                 progress, compile) -> list[Row]:
+    """The rows of the parallel presets ``decoders``: each ``VARIANTS`` row, and with ``compile`` its
+    ``compiled_rows.COMPILED`` rows, each a unit of the records."""
     rows = []
-    for name in (d for d in decoders if d in PRESETS and mine(d)):  # sdar-*: block-diffusion models only
+    for name in decoders:
         decoded = {}  # variant -> this run's eager decode (the reference row and the compiled rows reuse it)
 
         def variant_row():
@@ -143,12 +159,6 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
                 timing.sequential_seconds, decoded.get(COMPILED[variant])))))
             if progress:
                 progress()
-    rows += speculative_rows(model_name, model, prompt, mask, gen_length, block_length, timing, records, unit,
-                             progress, mine)
-    for name in (d for d in EVENT_DECODERS if d in decoders and mine(d)):
-        if has_llada_layout(model):  # WN1, ED1: else no rows
-            rows += _event_rows(model_name, model, name, prompt, mask, gen_length, block_length, timing, records,
-                                unit, progress)
     return rows
 
 
