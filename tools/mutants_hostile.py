@@ -6,7 +6,7 @@ It covers the supervisor of ``veridec check`` (``harness.supervise``: the grace 
 ``arm`` sets, ``_drain`` and the exit-code pass-through of ``_ended``; ``harness.child``: the lifeline that ends an
 orphaned child, ``saved_streams``), the in-process guard (``testing.guard``: ``watched``,
 ``guarded``, ``import_seconds``, ``exits_refused``), the compiled rows of the exactness table
-(``harness.compiled_rows``: ``compiled_row``, ``recorded_logit_difference``, ``BACKENDS``' tiers), the records
+(``harness.compiled_rows``: ``compiled_sides``, ``recorded_logit_difference``, ``BACKENDS``' tiers), the records
 that hold each line to the run's settings, key and result types (``harness.records``: ``_parse``, ``_problem``;
 ``harness.exactness``: ``row_problem``, ``_typed``, ``not_exact``), the validation of ``--case`` and
 ``--baseline`` (``testing.validation``: ``_check_steps``, ``checked_case``, ``checked_baseline``), the check
@@ -163,8 +163,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "compiled-eager-side-compiled",
         "harness/compiled_rows.py",
-        "    eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length)\n",
-        "    eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)\n",
+        "        eager, _ = inputs.decode(base, rule)\n",
+        "        eager, _ = inputs.decode(base, rule, compile=inputs.compile)\n",
         "the 'eager' decode is compiled too: the compiled rows compare the compiled decode with itself and are "
         "always exact",
         E2, COMPILED,
