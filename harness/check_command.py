@@ -13,13 +13,14 @@ from veridec.adapters import CONVENTIONS
 from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
-from veridec.testing.models import MODEL_NAMES
 from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
 from .child import child_status, saved_streams
-from .arguments import UsageError, check_output_dir, check_output_file, integer, number, probability, seed
+from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
+
+DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
 
 
 def add_parser(commands) -> None:
@@ -36,10 +37,9 @@ def _candidate_arguments(chk) -> None:
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
+    defaults = ", ".join(f"{model} for {against}" for against, model in DEFAULT_MODELS.items())
     chk.add_argument("--model", default=None,
-                     help=" | ".join(MODEL_NAMES) + " | a model folder (default: default, tiny-dream for dream, "
-                          "tiny-sdar for sdar; "
-                          "the oracles serve tier S against exact laws)")
+                     help=model_help("check", f"default, {defaults}; the oracles serve tier S against exact laws"))
     chk.add_argument("--trials", type=integer(1, 100_000), default=None,
                      help="cases to draw (default: the tier's, " + ", ".join(
                          f"{t.letter} {t.default_cases}" for t in TIERS.values()) + ")")
@@ -107,7 +107,7 @@ def run_check_command(args) -> int:
     tier = TIERS[args.tier]
     _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
-    model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
+    model = args.model or DEFAULT_MODELS.get(args.against, "default")
     watcher = child_status().watch  # the supervisor hears when the candidate's code runs
     WATCHERS.append(watcher)
     hook, threading.excepthook = threading.excepthook, _thread_failed

@@ -33,7 +33,7 @@ from .child import end_check  # noqa: E402
 from .distributed import Group, world_size  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
-                        load_model_arg, number, seed)
+                        load_model_arg, model_help, number, seed)
 from .compiled_rows import BACKENDS  # noqa: E402
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _generate_parser(commands) -> None:
     gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
     gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
-    _model_args(gen)
+    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar")
     gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
     gen.add_argument("--gen-length", type=integer(1), default=64)
     gen.add_argument("--block-length", type=integer(1), default=None,
@@ -127,7 +127,7 @@ def _generate_parser(commands) -> None:
 
 def _verify_parser(commands) -> None:
     ver = commands.add_parser("verify", help="run the verification checks on a model; non-zero exit on failure")
-    _model_args(ver)
+    _model_args(ver, "default")
     ver.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     ver.add_argument("--quick", action="store_true", help="fewer cases per check")
     ver.add_argument("--seed", type=seed, default=0)
@@ -145,7 +145,7 @@ def _verify_parser(commands) -> None:
 
 def _exactness_parser(commands) -> None:
     exa = commands.add_parser("exactness", help="the full exactness table: every preset x variant")
-    _model_args(exa)
+    _model_args(exa, "default, whose table brings hmm's rows along")
     exa.add_argument("--out", type=Path, default=Path("results"))
     exa.add_argument("--quick", action="store_true",
                      help=f"{exactness.QUICK_SIZE[0]} prompts, gen length {exactness.QUICK_SIZE[1]} (then give neither "
@@ -200,8 +200,8 @@ def _experiment_parser(commands) -> None:
     exp.set_defaults(run=run_experiment)
 
 
-def _model_args(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--model", default="default", help="default | hmm | path to a LLaDA/Dream model folder")
+def _model_args(sub: argparse.ArgumentParser, default: str) -> None:
+    sub.add_argument("--model", default="default", help=model_help("shipped", default))
     sub.add_argument("--device", default="cpu")
     sub.add_argument("--quiet", action="store_true", help="no progress bar")
 
