@@ -12,9 +12,14 @@ from pathlib import Path
 
 import torch
 
-from veridec.models.shipped import load_model
+from veridec.models.shipped import SHIPPED, load_model
+from veridec.testing.models import MODEL_NAMES
 
 SEED_LIMIT = 2**63  # torch.manual_seed takes seeds in [0, 2**63)
+MODEL_TABLES = {  # a model loader -> the names it takes besides a model folder: the tables the loaders read
+    "shipped": tuple(SHIPPED),  # veridec.models.shipped.load_model: generate, verify, exactness
+    "check": MODEL_NAMES,  # veridec.testing.load_check_model: check (the shipped, tiny and oracle models)
+}
 
 
 class UsageError(ValueError):
@@ -93,6 +98,11 @@ def check_device(name: str) -> torch.device:
             reason = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0]
             raise UsageError(f"--device {name}: this torch build cannot run on it ({reason})") from err
     return device
+
+
+def model_help(loader: str, default: str) -> str:
+    """``--model``'s help: the names ``loader`` takes (``MODEL_TABLES``), a model folder, and the default."""
+    return " | ".join(MODEL_TABLES[loader]) + f" | a LLaDA, Dream or SDAR model folder (default: {default})"
 
 
 def load_model_arg(name: str, device, dtype=None):

@@ -3,8 +3,8 @@ each decoder's cached, batched decoder on the table's left-padded prompts agains
 prompt alone (a full block-causal forward per step). The decoders are veridec's parallel rules inside blocks
 (BD11) and the published samplers' strategies at temperature 0 (``sdar-*``, BD5-BD6). The logits of a block
 against the cache and of the full forward differ in rounding (other shapes), so rows are held to the measured
-rounding of a block-causal forward (``block_tolerance``), as speculative rows are. Rows are plain dicts of the
-table's Row fields.
+rounding of a block-causal forward (``block_tolerance``), as speculative rows are. ``block_kinds``: the kinds of
+row, one per block length.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from veridec.reference.block_diffusion import parallel_generate as parallel_refe
 from veridec.rules.presets import PRESETS
 from veridec.trace import StepRecord, Trace
 
+from .rows import RowKind, Sides, TableInputs
 from .workloads import row_tokens_per_step, single_prompts
 
 SDAR_DECODERS = {  # name -> the published sampler's settings, greedy (BD6.1), denoising steps = block length / 2
@@ -33,6 +34,8 @@ SDAR_DECODERS = {  # name -> the published sampler's settings, greedy (BD6.1), d
     "sdar-dynamic": dict(remasking_strategy="low_confidence_dynamic", confidence_threshold=0.9),
 }
 VARIANT = "blocks-cached"
+BLOCK_ROWS_SMALL = 4  # block-diffusion models get rows at this block length besides the table's
+BLOCK_SEQUENTIAL = "block sequential seconds"  # TableInputs.measured: the sequential rule's block reference's time
 
 
 def block_decoders(decoders) -> list[str]:
@@ -64,25 +67,46 @@ def block_tolerance(model, prompt: torch.Tensor, gen_length: int, block_length: 
     return tol
 
 
-def block_row(model_name: str, model, prompt, mask, name: str, gen_length: int, block_length: int,
-              sequential_seconds: float, tol: float) -> dict:
-    """The row of ``name``'s cached decoder on the batch [B, P] (``mask`` its left padding) against its reference
-    on each prompt alone."""
-    reference, cached = decoder_pair(name, block_length)
-    singles = single_prompts(prompt, mask)
-    alone = [reference(model, single, gen_length=gen_length) for single in singles]
+def block_kinds(block_length: int) -> tuple[RowKind, ...]:
+    """A block-diffusion model's kinds of row: the cached batch against the reference on each prompt alone, at each
+    of ``block_row_lengths``."""
+    return tuple(RowKind(f"{VARIANT} b{b}", "E", block_sides, block_compared, {"block_length": b})
+                 for b in block_row_lengths(block_length))
+
+
+def block_row_lengths(block_length: int) -> list[int]:
+    """The block lengths of a block-diffusion model's rows: BLOCK_ROWS_SMALL and the table's (once if equal)."""
+    return sorted({BLOCK_ROWS_SMALL, block_length})
+
+
+def block_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
+    """The reference on each prompt alone and the cached decoder on the batch [B, P] (timed), at the kind's block
+    length."""
+    reference, cached = decoder_pair(decoder, kind.settings["block_length"])
+    alone = [reference(inputs.model, single, gen_length=inputs.gen_length) for single in inputs.singles()]
     start = time.perf_counter()
-    batch = cached(model, prompt, mask, gen_length=gen_length)
-    seconds = time.perf_counter() - start
+    batch = cached(inputs.model, inputs.prompt, inputs.mask, gen_length=inputs.gen_length)
+    return Sides(alone, batch, time.perf_counter() - start)
+
+
+def block_compared(inputs: TableInputs, decoder: str, kind: RowKind, sides: Sides) -> dict:
+    """The block row: the single decodes as one batch against the cached batch, within the measured rounding of a
+    block-causal forward at the kind's block length."""
+    model, prompt, mask, b = inputs.model, inputs.prompt, inputs.mask, kind.settings["block_length"]
+    tol = inputs.once(f"block tolerance b{b}",
+                      lambda: block_tolerance(model, inputs.singles()[0], inputs.gen_length, b))
+    alone, batch, seconds = sides
     expected, expected_canvas = batch_of(alone, prompt, mask, batch.canvas.shape[1], model.special.mask_id)
     comparison = compare_traces(expected, batch.trace, expected_canvas, batch.canvas, numeric_error=tol)
     counters, n = batch.trace.counters, prompt.shape[0]
-    return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", tier="E", prompts=n,
+    sequential = inputs.once(BLOCK_SEQUENTIAL, lambda: sequential_seconds(model, prompt, mask, inputs.gen_length,
+                                                                           inputs.block_length))
+    return dict(model=inputs.model_name, decoder=decoder, variant=kind.label, tier=kind.tier, prompts=n,
                 commit_order_match=round(comparison.commit_order_match_rate, 4),
                 token_match=round(comparison.token_match_rate, 4), max_logit_error=comparison.max_logit_error or 0.0,
                 full_forwards=counters.full_forwards, positions_per_prompt=round(counters.query_positions / n, 1),
                 tokens_per_step=round(row_tokens_per_step(batch.trace), 3), seconds=round(seconds, 3),
-                speedup_vs_sequential=round(sequential_seconds / seconds, 2) if seconds else math.inf,
+                speedup_vs_sequential=round(sequential / seconds, 2) if seconds else math.inf,
                 hmm_nll_per_token=None, logit_tolerance=tol)
 
 

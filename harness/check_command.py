@@ -13,32 +13,43 @@ from veridec.adapters import CONVENTIONS
 from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
-from veridec.testing.models import MODEL_NAMES
 from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.upstream import UPSTREAM_MODES
 from veridec.testing.validation import checked_baseline
 
-from .supervise import child_status, saved_streams
-from .arguments import UsageError, check_output_dir, check_output_file, integer, number, probability, seed
+from .child import child_status, saved_streams
+from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
+
+DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
 
 
 def add_parser(commands) -> None:
     chk = commands.add_parser("check", help="hold a decoder written elsewhere against veridec's (tier E, A or S)")
+    for add in (_candidate_arguments, _tier_arguments, _comparison_arguments, _model_arguments, _output_arguments):
+        add(chk)
+    chk.set_defaults(run=run_check_command)
+
+
+def _candidate_arguments(chk) -> None:
+    """What is checked, against what, on which model and cases."""
     chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
     chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
+    defaults = ", ".join(f"{model} for {against}" for against, model in DEFAULT_MODELS.items())
     chk.add_argument("--model", default=None,
-                     help=" | ".join(MODEL_NAMES) + " | a model folder (default: default, tiny-dream for dream, "
-                          "tiny-sdar for sdar; "
-                          "the oracles serve tier S against exact laws)")
+                     help=model_help("check", f"default, {defaults}; the oracles serve tier S against exact laws"))
     chk.add_argument("--trials", type=integer(1, 100_000), default=None,
                      help="cases to draw (default: the tier's, " + ", ".join(
                          f"{t.letter} {t.default_cases}" for t in TIERS.values()) + ")")
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
+
+
+def _tier_arguments(chk) -> None:
+    """The tier, and tier S's power."""
     chk.add_argument("--tier", choices=tuple(TIERS), default="E",
                      help="; ".join(f"{t.letter} {t.meaning}" for t in TIERS.values()))
     chk.add_argument("--alpha", type=probability, default=None, help="tier S: the check's false-alarm rate (0.01)")
@@ -46,6 +57,10 @@ def add_parser(commands) -> None:
                      help="tier S: the total variation each test detects with probability 0.95 (0.05)")
     chk.add_argument("--samples", type=integer(2, 10_000_000), default=None,
                      help="tier S: samples per side per case (default: derived from --alpha and --delta)")
+
+
+def _comparison_arguments(chk) -> None:
+    """How the two sides are held to each other: ties, tier A's baseline, upstream defects, knobs, time."""
     chk.add_argument("--ties", choices=TIES, default="lowest",
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
@@ -59,6 +74,10 @@ def add_parser(commands) -> None:
     chk.add_argument("--case-timeout", type=number(0.01, MAX_CASE_TIMEOUT), default=None, metavar="SECONDS",
                      help="the time one candidate call may take before it fails its case (default: 20x the "
                           "target's own time on the case + 10 s)")
+
+
+def _model_arguments(chk) -> None:
+    """The candidate's own model (spec EC9) and tier A's token agreement (spec EC10)."""
     chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
                      help="run the candidate on your own model object, returned by FACTORY (called with --model "
                           "when it takes an argument); veridec's decoder runs on --model (spec EC9)")
@@ -71,11 +90,14 @@ def add_parser(commands) -> None:
                           "divergent position (spec EC10)")
     chk.add_argument("--agreement-max-gap", type=number(1e-12), default=None, metavar="NATS",
                      help="tier A, with --agreement-top-k: the largest log-probability gap allowed there")
+
+
+def _output_arguments(chk) -> None:
+    """One case replayed, and where the verdict goes."""
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
     chk.add_argument("--quiet", action="store_true", help="no progress bar")
-    chk.set_defaults(run=run_check_command)
 
 
 def run_check_command(args) -> int:
@@ -85,7 +107,7 @@ def run_check_command(args) -> int:
     tier = TIERS[args.tier]
     _check_tier_flags(args, tier)
     baseline = _read_baseline(args.baseline) if tier.uses_baseline else None
-    model = args.model or {"dream": "tiny-dream", "sdar": "tiny-sdar"}.get(args.against, "default")
+    model = args.model or DEFAULT_MODELS.get(args.against, "default")
     watcher = child_status().watch  # the supervisor hears when the candidate's code runs
     WATCHERS.append(watcher)
     hook, threading.excepthook = threading.excepthook, _thread_failed

@@ -1,7 +1,11 @@
 """The ``veridec`` command: generate, verify, exactness, bounds, experiment, check (argparse and dispatch; the work
 lives in the harness modules; maintainers' tools, which need a checkout, are under tools/). Exit codes: 0
 success, 1 a failed check or an internal failure (its message on stderr), 2 a bad argument (one line on stderr,
-before any computation)."""
+before any computation).
+
+The installed ``veridec`` command enters through ``supervise.main``, which runs ``veridec check`` in a supervised
+child and every other command here; ``python -m veridec.harness.cli`` (torchrun's form, and the supervised
+child's) runs any command in this process."""
 
 from __future__ import annotations
 
@@ -24,11 +28,12 @@ from veridec.rules.common import REMASKING  # noqa: E402
 from veridec.rules.dream import ALGS as DREAM_ALGS  # noqa: E402
 from veridec.rules.presets import PRESETS  # noqa: E402
 
-from . import check_command, exactness, supervise  # noqa: E402
+from . import check_command, exactness  # noqa: E402
+from .child import end_check  # noqa: E402
 from .distributed import Group, world_size  # noqa: E402
 from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
-                        load_model_arg, number, seed)
+                        load_model_arg, model_help, number, seed)
 from .compiled_rows import BACKENDS  # noqa: E402
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
@@ -42,26 +47,22 @@ EXACTNESS_SIZE = (8, 64)  # exactness's (--prompts, --gen-length) when neither -
 DREAM_STEPS_PER_TOKEN = 4  # generate --sampler dream: at most this many --steps per generated token
 LONG_RUN_S = 3600  # bounds: a run estimated past this needs --yes
 BOUNDS_PROBE_FROM = 1_000_000  # bounds --cases: from here the time is measured and announced first
-REAL_EXIT = os._exit  # taken before any candidate is imported (one may replace os._exit)
 TABLE_FILES = ("exactness.md", "exactness.json")  # what verify and exactness write into --out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a command: 0 success, 1 a failed check or an internal failure (its message, no traceback; set
-    VERIDEC_DEBUG=1 for one), 2 a bad argument. ``veridec check`` run as the process (``argv`` None: the
-    command line) runs in a supervised child process (``supervise``) that ends with its code (``end_process``),
-    so that an ``atexit`` handler or a thread the candidate left behind can neither change the code nor keep the
-    process alive, and a candidate that stalls or kills its process still ends in a verdict."""
-    if argv is None and supervise.wanted(sys.argv[1:]):
-        return supervise.run_supervised(sys.argv[1:])
+    """Run a command in this process: 0 success, 1 a failed check or an internal failure (its message, no
+    traceback; set VERIDEC_DEBUG=1 for one), 2 a bad argument. ``veridec check`` as the installed command runs
+    here in the supervised child (``supervise`` decides and starts it): run as the process (``argv`` None: the
+    command line), the check ends with its code (``end_check``), so that an ``atexit`` handler or a thread the
+    candidate left behind can neither change the code nor keep the process alive."""
     formatted, warnings.formatwarning = warnings.formatwarning, _one_line_warning
     try:
         command, code = _dispatch(argv)
     finally:
         warnings.formatwarning = formatted
     if argv is None and command == "check":
-        supervise.child_status().send("exit", code)
-        end_process(code)
+        end_check(code)
     return code
 
 
@@ -86,17 +87,6 @@ def _dispatch(argv: list[str] | None) -> tuple[str | None, int]:
         return command, 1
 
 
-def end_process(code: int) -> None:
-    """Flush stdout and stderr, then end the process with ``code`` at once (``os._exit``: no atexit handlers, no
-    waiting for threads)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed or broken: nothing more can be said there
-            pass
-    REAL_EXIT(code)
-
-
 class Parser(argparse.ArgumentParser):
     """argparse whose errors are usage errors: one line on stderr, exit code 2 (subcommands inherit it)."""
 
@@ -116,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _generate_parser(commands) -> None:
     gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
     gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
-    _model_args(gen)
+    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar")
     gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
     gen.add_argument("--gen-length", type=integer(1), default=64)
     gen.add_argument("--block-length", type=integer(1), default=None,
@@ -137,7 +127,7 @@ def _generate_parser(commands) -> None:
 
 def _verify_parser(commands) -> None:
     ver = commands.add_parser("verify", help="run the verification checks on a model; non-zero exit on failure")
-    _model_args(ver)
+    _model_args(ver, "default")
     ver.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     ver.add_argument("--quick", action="store_true", help="fewer cases per check")
     ver.add_argument("--seed", type=seed, default=0)
@@ -155,7 +145,7 @@ def _verify_parser(commands) -> None:
 
 def _exactness_parser(commands) -> None:
     exa = commands.add_parser("exactness", help="the full exactness table: every preset x variant")
-    _model_args(exa)
+    _model_args(exa, "default, whose table brings hmm's rows along")
     exa.add_argument("--out", type=Path, default=Path("results"))
     exa.add_argument("--quick", action="store_true",
                      help=f"{exactness.QUICK_SIZE[0]} prompts, gen length {exactness.QUICK_SIZE[1]} (then give neither "
@@ -210,8 +200,8 @@ def _experiment_parser(commands) -> None:
     exp.set_defaults(run=run_experiment)
 
 
-def _model_args(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--model", default="default", help="default | hmm | path to a LLaDA/Dream model folder")
+def _model_args(sub: argparse.ArgumentParser, default: str) -> None:
+    sub.add_argument("--model", default="default", help=model_help("shipped", default))
     sub.add_argument("--device", default="cpu")
     sub.add_argument("--quiet", action="store_true", help="no progress bar")
 

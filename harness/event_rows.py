@@ -5,7 +5,7 @@ reference and by a variant. The match is the share of prompts with the same even
 (compare_traces on event traces); the logit error is the largest difference between the variant's call k and
 the reference's call k, at the positions the variant computed, over the calls up to their first divergent step
 (the same canvas on both sides); tokens per step are generated positions per forward (revoked drafts do not
-count twice). Rows are plain dicts of the table's Row fields.
+count twice). ``EVENT_KINDS``: each decoder's kinds of row; ``ROUNDED`` the exact ones held to rounding.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from veridec.optimized import wino as optimized
 from veridec.reference import editing as reference_editing
 from veridec.reference import wino as reference
 
-from .workloads import hmm_nll, single_prompts
+from .rows import RowKind, Sides, TableInputs, packing_tolerance, sequential_seconds
+from .workloads import hmm_nll
 
 EVENT_DECODERS = {  # decoder -> variant -> tier
     "wino": {"reference": "E", "optimized": "E", "prefix": "A"},  # spec WN8: the prefix cache is not exact
@@ -67,21 +68,29 @@ def decode(model, decoder: str, variant: str, prompt, gen_length: int, block_len
     return out._replace(canvas=out.canvas[:, : prompt.shape[1] + gen_length]), logged.calls, seconds
 
 
-def event_row(model_name: str, model, prompt, mask, decoder: str, variant: str, gen_length: int,
-              block_length: int, sequential_seconds: float, tolerance: float | None = None) -> dict:
-    """The row of ``decoder``'s ``variant`` over the table's prompts [B, P] (``mask`` their left padding), each
-    decoded alone; ``tolerance`` (the measured rounding, for the ``ROUNDED`` variants) excuses ties and bounds
-    the logit error of a tier E row."""
-    singles = single_prompts(prompt, mask)
+def event_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
+    """Each prompt decoded alone by the reference and by the variant (timed), each with its logged calls."""
+    expected, measured, seconds = [], [], 0.0
+    for single in inputs.singles():
+        ours, our_calls, _ = decode(inputs.model, decoder, "reference", single, inputs.gen_length, inputs.block_length)
+        out, calls, took = decode(inputs.model, decoder, kind.label, single, inputs.gen_length, inputs.block_length)
+        expected.append((ours, our_calls))
+        measured.append((out, calls))
+        seconds += took
+    return Sides(expected, measured, seconds)
+
+
+def events_compared(inputs: TableInputs, decoder: str, kind: RowKind, sides: Sides) -> dict:
+    """The row over the table's prompts, each decoded alone; the ``ROUNDED`` variants are held to the measured
+    rounding of the model's forward (``packing_tolerance``), which excuses ties and bounds their logit error."""
+    tolerance = packing_tolerance(inputs) \
+        if (decoder, kind.label) in ROUNDED else None
+    singles, gen_length = inputs.singles(), inputs.gen_length
     matches, tokens, errors, nlls = [], [], [], []
     full = positions = forwards = 0
-    seconds = 0.0
-    for single in singles:
-        ours, our_calls, _ = decode(model, decoder, "reference", single, gen_length, block_length)
-        out, calls, took = decode(model, decoder, variant, single, gen_length, block_length)
-        seconds += took
+    for single, (ours, our_calls), (out, calls) in zip(singles, sides.expected, sides.measured):
         length = single.shape[1]
-        a, b = (event_trace(d, decoder, {"mask_id": model.special.mask_id}, length) for d in (ours, out))
+        a, b = (event_trace(d, decoder, {"mask_id": inputs.model.special.mask_id}, length) for d in (ours, out))
         comparison = compare_traces(a, b, ours.canvas, out.canvas, numeric_error=tolerance or 0.0)
         # a ROUNDED variant's divergence at a tie within its tolerance is excused (spec E2), as for speculation
         matches.append(comparison.equivalent if tolerance is not None else comparison.first_divergence is None)
@@ -90,16 +99,20 @@ def event_row(model_name: str, model, prompt, mask, decoder: str, variant: str, 
         errors.append(_logit_error(our_calls, calls, divergent))
         full, positions = full + out.counters.full_forwards, positions + out.counters.query_positions
         forwards += out.forwards[0]
-        if model_name == "hmm":
+        if inputs.model_name == "hmm":
             nlls.append(hmm_nll(out.canvas, torch.ones_like(single), length, gen_length))
     n = len(singles)
     known = [x for x in nlls if x is not None]
-    return dict(model=model_name, decoder=decoder, variant=variant, tier=EVENT_DECODERS[decoder][variant], prompts=n,
+    return dict(model=inputs.model_name, decoder=decoder, variant=kind.label, tier=kind.tier, prompts=n,
                 commit_order_match=round(sum(matches) / n, 4), token_match=round(sum(tokens) / n, 4),
                 max_logit_error=max(errors), full_forwards=full, positions_per_prompt=round(positions / n, 1),
-                tokens_per_step=round(n * gen_length / forwards, 3), seconds=round(seconds, 3),
-                speedup_vs_sequential=round(sequential_seconds / seconds, 2),
+                tokens_per_step=round(n * gen_length / forwards, 3), seconds=round(sides.seconds, 3),
+                speedup_vs_sequential=round(sequential_seconds(inputs) / sides.seconds, 2),
                 hmm_nll_per_token=round(sum(known) / len(known), 4) if known else None, logit_tolerance=tolerance)
+
+
+EVENT_KINDS = {decoder: tuple(RowKind(variant, tier, event_sides, events_compared)
+                              for variant, tier in variants.items()) for decoder, variants in EVENT_DECODERS.items()}
 
 
 def _logit_error(ours: list, theirs: list, divergent: float) -> float:

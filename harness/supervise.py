@@ -6,6 +6,10 @@ running: the import, a factory, a case) and ends, and the exit code its verdict 
 period (the candidate swallowed the in-process timeout, replaced its alarm handler, or stalled in native code)
 the supervisor stops the child and says so; a child that ends without telling its code (it killed itself, or
 crashed in native code) is reported as such. The supervisor's own streams are untouched by the candidate.
+
+This module is the console script's entry point (``main``) and the one place that decides whether a run is
+supervised (``supervised``); the child's side of the pipe is ``child``. It imports ``cli`` only to run an
+unsupervised command, and nothing of the harness imports it.
 """
 
 from __future__ import annotations
@@ -16,13 +20,11 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 
-STATUS_FD = "VERIDEC_CHECK_STATUS_FD"  # the child's end of the pipe, set by the supervisor
+from .child import STATUS_FD
+
 POLL_SECONDS = 0.5  # how often the supervisor looks at a child that may have ended
-REAL_EXIT = os._exit  # taken at import, before any candidate may replace it
 STOPPING = (signal.SIGTERM, signal.SIGHUP)  # signals that stop the supervisor, and with it the check
 
 
@@ -34,92 +36,6 @@ def grace_seconds(limit: float) -> float:
     """How long past the candidate's own limit the supervisor waits before it stops the child: the in-process
     timeout gets the first chance (a forward in native code returns before it fires)."""
     return max(3.0, 0.25 * limit)
-
-
-# ------------------------------------------------------------------------------------------- the child's side
-class Status:
-    """The child's messages to its supervisor (``arm``, ``disarm``, ``exit``); a no-op without one."""
-
-    def __init__(self, fd: int | None):
-        self.fd = fd
-
-    @classmethod
-    def from_environment(cls) -> "Status":
-        """The pipe to the supervisor, and a watch on its lifeline: the child ends when the supervisor does."""
-        text = os.environ.pop(STATUS_FD, None)  # not passed on to processes the candidate starts
-        if text is None:
-            return cls(None)
-        fd, lifeline = (int(part) for part in text.split(","))
-        for each in (fd, lifeline):
-            os.set_inheritable(each, False)
-        threading.Thread(target=_end_with_supervisor, args=(lifeline,), daemon=True).start()
-        return cls(fd)
-
-    def send(self, *words) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
-        except OSError:  # the candidate closed it: the supervisor will say the child ended without a verdict
-            self.fd = None
-
-    def watch(self, seconds: float | None, what: str, code: int) -> None:
-        """A ``guard`` watcher: the candidate's code starts (``seconds`` its limit) or ends (None)."""
-        if seconds is None:
-            self.send("disarm")
-        else:
-            self.send("arm", f"{seconds:.6g}", code, json.dumps(what))
-
-
-@contextmanager
-def saved_streams():
-    """The verdict reaches the real stdout and stderr whatever the candidate did to them: file descriptors 1 and
-    2 copied at the start and put back at the end, ``sys.stdout`` / ``sys.stderr`` reopened there if closed."""
-    saved = {}
-    for fd in (1, 2):
-        try:
-            saved[fd] = os.dup(fd)
-        except OSError:  # closed before the check began: nothing to keep
-            pass
-    streams = sys.stdout, sys.stderr
-    try:
-        yield
-    finally:
-        for fd, copy in saved.items():
-            os.dup2(copy, fd)
-            os.close(copy)
-        sys.stdout, sys.stderr = (_open(stream, fd) for stream, fd in zip(streams, (1, 2)))
-
-
-def _open(stream, fd: int):
-    """``stream`` if it is still open, else a new text stream on ``fd``."""
-    if stream is not None and not stream.closed:
-        return stream
-    return open(fd, "w", buffering=1, closefd=False)
-
-
-_CHILD: Status | None = None
-
-
-def _end_with_supervisor(lifeline: int) -> None:
-    """Wait on the lifeline (the supervisor holds its other end): at its end, the supervisor is gone (killed,
-    or stopped by a signal), and the check ends too, never left running as an orphan."""
-    while os.read(lifeline, 1):
-        pass
-    REAL_EXIT(1)
-
-
-def child_status() -> Status:
-    """This process's line to its supervisor (read from the environment once)."""
-    global _CHILD
-    if _CHILD is None:
-        _CHILD = Status.from_environment()
-    return _CHILD
-
-
-def wanted(argv: list[str]) -> bool:
-    """Run ``argv`` under a supervisor: the check command, not already the supervised child."""
-    return argv[:1] == ["check"] and STATUS_FD not in os.environ
 
 
 # ------------------------------------------------------------------------------------------ the supervisor
@@ -143,6 +59,12 @@ class Armed:
                 self.deadline = None
             elif word == "exit":
                 self.exit_code = int(rest)
+
+
+def supervised(argv: list[str]) -> bool:
+    """Whether the command line ``argv`` runs under a supervisor (the one place that decides): the check command,
+    not already the supervised child."""
+    return argv[:1] == ["check"] and STATUS_FD not in os.environ
 
 
 def run_supervised(argv: list[str]) -> int:
@@ -236,8 +158,8 @@ def _stop(child: subprocess.Popen) -> None:
 
 def main() -> int:
     """The ``veridec`` command's entry point: ``veridec check`` supervised from a process that imports nothing
-    heavy; every other command (and the supervised child) runs ``cli.main`` in this process."""
-    if wanted(sys.argv[1:]):
+    heavy (``supervised`` decides); every other command runs ``cli.main`` in this process."""
+    if supervised(sys.argv[1:]):
         return run_supervised(sys.argv[1:])
     from .cli import main as run
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 
 from veridec.models import random_model
-from veridec.models.shipped import load_model
+from veridec.models.shipped import SHIPPED, load_model
 from veridec.models.tiny import never_predicts_mask
 
 TINY = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar"}
 ORACLES = ("oracle-joint", "oracle-hmm")  # exact conditionals: tier S holds samples against exact laws
-MODEL_NAMES = ("default", "hmm", "blocks", *TINY, *ORACLES)
+MODEL_NAMES = (*SHIPPED, *TINY, *ORACLES)
 TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
 LOGIT_SCALE = 4.0
 

@@ -67,7 +67,7 @@ def test_block_rows_resume_from_the_records(block_model, tmp_path, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("a recorded row was decoded again")
 
-    monkeypatch.setattr(exactness, "block_row", never)
+    monkeypatch.setattr(exactness, "build_row", never)
     again = _table(block_model, decoders=("fastdllm",), records=records())
     assert again == first and sorted(r.variant for r in again) == ["blocks-cached b4", "blocks-cached b8"]
 

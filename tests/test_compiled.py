@@ -58,36 +58,38 @@ def test_compile_options():
 def test_the_exactness_table_holds_compiled_rows_to_eager(monkeypatch):
     """exactness --compile aot_eager: each optimized variant compiled is tier E and equal to its eager decode;
     a compiled decode whose recorded logits moved by 1e-6 (negative control) is not exact."""
-    from veridec.harness import compiled_rows
+    from veridec.harness import compiled_rows, rows
     from veridec.harness.exactness import table_for_model
 
     table = table_for_model("hmm", ["fastdllm"], 1, 32, compile="aot_eager", mine=lambda unit: unit == "fastdllm")
-    rows = [r for r in table if "compiled" in r.variant]  # the eager rows are the table's own tests
-    assert [(r.variant, r.tier, r.exact) for r in rows] == [
+    compiled = [r for r in table if "compiled" in r.variant]  # the eager rows are the table's own tests
+    assert [(r.variant, r.tier, r.exact) for r in compiled] == [
         ("optimized+compiled", "E", True), ("prefix+compiled", "E", True), ("dual+compiled", "E", True)]
 
-    run_variant = compiled_rows.run_variant
+    run_variant = rows.run_variant
 
     def nudged(*args, compile=None, **kwargs):
         out, seconds = run_variant(*args, compile=compile, **kwargs)
         if compile:
             for step in out.trace.steps:
-                step.logits = [[[value + 1e-6 for value in row] for row in rows] for rows in step.logits]
+                step.logits = [[[value + 1e-6 for value in row] for row in logits] for logits in step.logits]
         return out, seconds
 
-    monkeypatch.setattr(compiled_rows, "run_variant", nudged)
-    row = compiled_rows.compiled_row("hmm", "fastdllm", "dual+compiled", "aot_eager", *_hmm_table_inputs())
+    monkeypatch.setattr(rows, "run_variant", nudged)
+    kind = next(k for k in compiled_rows.compiled_kinds("aot_eager") if k.label == "dual+compiled")
+    row = rows.build_row(_hmm_table_inputs("aot_eager"), "fastdllm", kind)
     assert row["max_logit_error"] > 0 and row["commit_order_match"] == 1
 
 
-def _hmm_table_inputs():
-    """The shipped HMM model, one table prompt, gen 32, block 32, a sequential time of 1 s."""
+def _hmm_table_inputs(compile=None):
+    """The shipped HMM model's table inputs: one table prompt, gen 32, block 32, a sequential time of 1 s."""
+    from veridec.harness.rows import SEQUENTIAL, TableInputs
     from veridec.harness.workloads import prompts_for
     from veridec.models.shipped import load_model
 
     model = load_model("hmm", dtype=torch.float32)
     prompt, mask = prompts_for("hmm", model, 1, 0)
-    return model, prompt, mask, 32, 32, 1.0
+    return TableInputs("hmm", model, prompt, mask, 32, 32, compile, measured={SEQUENTIAL: 1.0})
 
 
 BLOCK_PROMPT = torch.tensor([[0, 5, 17, 3, 9], [9, 11, 40, 2, 7]])

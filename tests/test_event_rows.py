@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from veridec.harness import event_rows
+from veridec.harness.rows import PACKING, SEQUENTIAL, TableInputs, build_row
 from veridec.testing import load_check_model
 
 @pytest.fixture(scope="module")
@@ -17,8 +18,14 @@ PROMPT = torch.tensor([[98, 5, 6, 7], [9, 3, 4, 2]])  # row 0 left-padded by one
 MASK = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
 
 
-def row(model, variant, decoder="wino"):
-    return event_rows.event_row("tiny", model, PROMPT, MASK, decoder, variant, 16, 8, sequential_seconds=1.0)
+def row(model, variant, decoder="wino", tolerance=None):
+    """The table's row of ``decoder``'s ``variant`` (gen 16, block 8, a sequential time of 1 s); ``tolerance``: the
+    packing tolerance a ROUNDED variant is held to, in place of the measured one."""
+    inputs = TableInputs("tiny", model, PROMPT, MASK, 16, 8, measured={SEQUENTIAL: 1.0})
+    if tolerance is not None:
+        inputs.measured[PACKING] = tolerance
+    kind = next(kind for kind in event_rows.EVENT_KINDS[decoder] if kind.label == variant)
+    return build_row(inputs, decoder, kind)
 
 
 def test_the_tier_e_rows_are_exact_and_the_prefix_cache_is_measured(model):
@@ -78,11 +85,10 @@ def test_an_editing_variant_that_edits_otherwise_is_not_exact(model, monkeypatch
 
 def test_a_tie_within_the_block_rows_tolerance_is_excused(model, monkeypatch):
     """E2: the block row's divergence at a decision margin within its tolerance counts as a match (a tie), the
-    same divergence without a tolerance does not; here the candidate differs from the first step on."""
+    same divergence past the measured tolerance does not; here the candidate differs from the first step on."""
     real = event_rows.optimized_editing.generate
     monkeypatch.setattr(event_rows.optimized_editing, "generate",
                         lambda *a, **kw: real(*a, **{**kw, "threshold": 0.3}))
     assert row(model, "block", "editing")["commit_order_match"] < 1
-    excused = event_rows.event_row("tiny", model, PROMPT, MASK, "editing", "block", 16, 8, sequential_seconds=1.0,
-                                   tolerance=1.0)  # every decision margin (a probability gap) is within 1
+    excused = row(model, "block", "editing", tolerance=1.0)  # every decision margin (a probability gap) is within 1
     assert excused["commit_order_match"] == 1.0 and excused["logit_tolerance"] == 1.0

@@ -472,7 +472,7 @@ def test_a_candidate_path_starting_with_a_dash_prints_a_command_that_runs(tmp_pa
     (tmp_path / "-rf.py").write_text(GREEDY_FILE.replace("gen_length, mask_id)\n", "gen_length, mask_id) + 1\n"))
     result = check_decoder(load_candidate("-rf.py:generate"), "llada", model="tiny-llada", case=ONE)
     assert not result.passed and result.command.startswith("veridec check ./-rf.py:generate "), result.command
-    done = subprocess.run([sys.executable, "-m", "veridec.harness.cli", *shlex.split(result.command)[1:], "--quiet"],
+    done = subprocess.run([*SUPERVISED, *shlex.split(result.command)[1:], "--quiet"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 1 and "# veridec check: FAIL" in done.stdout, done
 

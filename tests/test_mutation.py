@@ -133,8 +133,10 @@ def test_repository_files_are_the_tracked_ones():
 def test_a_partial_run_never_overwrites_the_committed_report():
     from argparse import Namespace
 
-    assert mutation.default_report(Namespace(only=None, catalogue=None)) == mutation.DEFAULT_REPORT
-    for args in (Namespace(only=["pmi-sign"], catalogue=None), Namespace(only=None, catalogue="mine.py")):
+    assert mutation.default_report(Namespace(only=None, catalogue="all")) == mutation.DEFAULT_REPORT
+    assert mutation.DEFAULT_REPORT.exists()  # the committed report the gate rewrites
+    for args in (Namespace(only=["pmi-sign"], catalogue="all"), Namespace(only=None, catalogue=None),
+                 Namespace(only=None, catalogue="mine.py")):
         assert mutation.default_report(args).parent != mutation.DEFAULT_REPORT.parent
 
 

@@ -722,8 +722,8 @@ MUTANTS: list[Mutant] = [
         "spec/theorems.md TD2", (LAWS,)),
     Mutant(
         "tier-s-cases-not-counted", "testing/check.py",
-        "level = alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run",
-        "level = alpha  # tier S: Bonferroni over the cases run",
+        'level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run',
+        'level = o.alpha  # tier S: Bonferroni over the cases run',
         "tier S's samples are derived for one case's level, not the level Bonferroni over the cases gives",
         "spec/stochastic.md ST2", (STOCHASTIC,)),
     Mutant(

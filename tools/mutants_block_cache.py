@@ -1,7 +1,7 @@
 """A mutation catalogue for the editing sampler's optimized decoder and its exactness rows: the block cache and the
 batched block loop of ``veridec.optimized.editing`` (spec/editing.md ED1, ED4, ED5, ED6, ED8) and the rows of the
-decoders with revocable commits in the exactness table (spec/exactness.md E2: ``harness/event_rows.py``, the
-``ROUNDED`` tolerance of ``harness/exactness.py``'s ``_event_rows``).
+decoders with revocable commits in the exactness table (spec/exactness.md E2: ``harness/event_rows.py``, with
+the ``ROUNDED`` tolerance of its ``events_compared``).
 
 It covers the block cache's stale detection (``_first_stale``: the first stale block, rounded down to its start,
 over the blocks before the current one; ``held`` kept up to date), the cached forward (its RoPE positions, the
@@ -25,7 +25,6 @@ from tools.mutants import Mutant
 
 _EDITING = "optimized/editing.py"
 _ROWS = "harness/event_rows.py"
-_EXACTNESS = "harness/exactness.py"
 _EDITING_TESTS = ("tests/test_editing.py",)
 _ROW_TESTS = ("tests/test_event_rows.py", "tests/test_cli.py")
 
@@ -188,9 +187,9 @@ MUTANTS: list[Mutant] = [
         "the uncached decoder's exactness, full forwards and positions under the block cache's name",
         "spec/exactness.md E2", _ROW_TESTS),
     Mutant(
-        "editrows-tolerance-for-unrounded", _EXACTNESS,
-        "                if (decoder, variant) in ROUNDED else None\n",
-        "                if (decoder, variant) not in ROUNDED else None\n",
+        "editrows-tolerance-for-unrounded", _ROWS,
+        "        if (decoder, kind.label) in ROUNDED else None\n",
+        "        if (decoder, kind.label) not in ROUNDED else None\n",
         "the measured tolerance goes to the rows that must be bit-exact (reference, optimized) and not to the "
         "ROUNDED block row: those rows are excused rounding errors, the block row is held to bit equality",
         "spec/exactness.md E2", _ROW_TESTS),

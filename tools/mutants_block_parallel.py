@@ -10,7 +10,7 @@ forward and first block; ``_decode_block``'s recorded logits), the rule's ``chec
 kept logits, the argument checks ``check_block_rule`` and ``check_sampling``, the exactness table's block rows
 (``harness/block_rows.py``: the (reference, cached) pair, the tolerance, the row's tier, the expected batch laid
 out as the cached decoder's output) and the table's record-or-compute plumbing (``harness/exactness.py``:
-``_block_rows``, ``recorded``, ``unit_rows``, the units' keys of the variant, event and speculative rows), the
+``recorded``, ``unit_rows``, the records key of every row; the kinds' labels and tolerances in the row modules), the
 recording's block-call logit errors and ``forward_dynamic``'s kept logits with the ``hf-block`` branch of
 ``testing.running.run_candidate``, ``veridec generate --sampler sdar`` (``cut``, ``check_sampler_fits``), the
 command line's SDAR steps bound and exactness decoders (``harness/cli.py``), and the counter baseline's block
@@ -240,10 +240,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rows-tier-a",
         "harness/block_rows.py",
-        '    return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", '
-        'tier="E", prompts=n,\n',
-        '    return dict(model=model_name, decoder=name, variant=f"{VARIANT} b{block_length}", '
-        'tier="A", prompts=n,\n',
+        "RowKind(f\"{VARIANT} b{b}\", \"E\",",
+        "RowKind(f\"{VARIANT} b{b}\", \"A\",",
         "block rows are tier A: a cached row that differs from its reference is measured, never gated, so the "
         "table passes",
         "spec/exactness.md E2", (ROWS,),
@@ -270,21 +268,19 @@ MUTANTS: list[Mutant] = [
     # --- harness/exactness.py: block rows and record-or-compute ---------------------------------------------
     Mutant(
         "table-block-tolerance-at-table-b",
-        "harness/exactness.py",
-        "                    tolerances[b] = block_tolerance(model, single_prompts(prompt, mask)[0], gen_length, b)\n",
-        "                    tolerances[b] = block_tolerance(model, single_prompts(prompt, mask)[0], gen_length,\n"
-        "                                                    block_length)\n",
+        "harness/block_rows.py",
+        "                      lambda: block_tolerance(model, inputs.singles()[0], inputs.gen_length, b))\n",
+        "                      lambda: block_tolerance(model, inputs.singles()[0], inputs.gen_length, inputs.block_length))\n",
         "every block row's tolerance is measured at the table's block length, not the row's own b",
         "spec/exactness.md E2", (ROWS,),
     ),
     Mutant(
         "table-block-unit-key-table-b",
-        "harness/exactness.py",
-        "            rows.append(Row(**recorded(records, unit(name, f\"{BLOCK_VARIANT} b{b}\"), compute)))\n",
-        '            rows.append(Row(**recorded(records, unit(name, f"{BLOCK_VARIANT} '
-        'b{block_length}"), compute)))\n',
-        "both block rows of a decoder share one records key: the second is taken from the first's record, so a "
-        "resumed table repeats one row and never computes the other",
+        "harness/block_rows.py",
+        "RowKind(f\"{VARIANT} b{b}\", \"E\",",
+        "RowKind(f\"{VARIANT} b{block_length}\", \"E\",",
+        "both block kinds of a decoder take the table's block length as their label, so both rows share one records "
+        "key: the second is taken from the first's record, and the table repeats one row and never computes the other",
         "spec/exactness.md E2", (ROWS, RECORDS),
     ),
     Mutant(
@@ -307,7 +303,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "table-unit-rows-two",
-        "harness/exactness.py",
+        "harness/block_rows.py",
         "    return sorted({BLOCK_ROWS_SMALL, block_length})\n",
         "    return [BLOCK_ROWS_SMALL, block_length]\n",
         "a block-diffusion model gets two rows per decoder even when the table's block length is BLOCK_ROWS_SMALL: "
@@ -317,29 +313,29 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "table-variant-unit-key",
         "harness/exactness.py",
-        "            rows.append(Row(**recorded(records, unit(name, variant), variant_row)))\n",
-        "            rows.append(Row(**recorded(records, unit(name, \"reference\"), variant_row)))\n",
-        "every variant row of a decoder is recorded under the reference's key: a resumed table shows the "
-        "reference row four times",
+        "decoder=planned.decoder, variant=planned.kind.label)\n",
+        "decoder=planned.decoder, variant=planned.unit)\n",
+        "every row of a unit is recorded under the unit's name, not its kind's label: the variant rows of a "
+        "decoder share one key, and a resumed table shows the first (the reference row) four times",
         "spec/exactness.md E2", (RECORDS,),
     ),
     Mutant(
         "table-event-rows-all-tolerant",
-        "harness/exactness.py",
-        "            tol = packing_tolerance(model, single_prompts(prompt, mask)[0], gen_length) \\\n"
-        "                if (decoder, variant) in ROUNDED else None\n",
-        "            tol = packing_tolerance(model, single_prompts(prompt, mask)[0], gen_length)\n",
+        "harness/event_rows.py",
+        "    tolerance = packing_tolerance(inputs) \\\n"
+        "        if (decoder, kind.label) in ROUNDED else None\n",
+        "    tolerance = packing_tolerance(inputs)\n",
         "every event row gets a logit tolerance, not only the ROUNDED variants: bit-exact rows become "
         "tolerance rows, whose token match is no longer required",
         "spec/exactness.md E2", (RECORDS, ROWS),
     ),
     Mutant(
         "table-spec-unit-key-collides",
-        "harness/exactness.py",
-        "        key = unit(config[0], speculative_variant(config)) if records else None\n",
-        "        key = unit(config[0], f\"spec-{config[1]}\") if records else None\n",
-        "speculative rows are keyed by decoder and cache only: spec-dual W2D2 and its inter1 row share a key, "
-        "so a resumed table repeats the tier E row as the tier A one",
+        "harness/speculative_rows.py",
+        "    return f\"spec-{cache} W{width}D{depth}\" + (f\" inter{lookahead}\" if lookahead else \"\")\n",
+        "    return f\"spec-{cache} W{width}D{depth}\"\n",
+        "speculative rows are labelled, and so keyed, by cache and tree only: spec-dual W2D2 and its inter1 row share "
+        "a records key, so the table repeats the tier E row as the tier A one",
         "spec/exactness.md E2", (RECORDS,),
     ),
     # --- veridec/recording.py and testing/running.py: block calls' logit errors ---------------------------

@@ -190,8 +190,8 @@ MUTANTS = [
     # ------------------------------------------------------------------ testing/check.py
     Mutant(
         "tier-s-no-bonferroni-over-cases", "testing/check.py",
-        "level = alpha / (1 if case is not None else max_examples)",
-        "level = alpha",
+        'level = o.alpha / (1 if case is not None else max_examples)',
+        'level = o.alpha',
         "each drawn tier S case is tested at alpha instead of alpha / cases: the check's false alarms exceed alpha",
         "spec/stochastic.md ST2", STOCHASTIC + CHECK),
     Mutant(

@@ -3,10 +3,10 @@ and inputs that a verdict or a table rests on (spec/exactness.md EC8, E2 "Compil
 ML2; spec/block_diffusion.md BD8).
 
 It covers the supervisor of ``veridec check`` (``harness.supervise``: the grace period, the deadline the child's
-``arm`` sets, ``_drain`` and the exit-code pass-through of ``_ended``, the lifeline that ends an orphaned child,
-``saved_streams``), the in-process guard (``testing.guard``: ``watched``,
+``arm`` sets, ``_drain`` and the exit-code pass-through of ``_ended``; ``harness.child``: the lifeline that ends an
+orphaned child, ``saved_streams``), the in-process guard (``testing.guard``: ``watched``,
 ``guarded``, ``import_seconds``, ``exits_refused``), the compiled rows of the exactness table
-(``harness.compiled_rows``: ``compiled_row``, ``recorded_logit_difference``, ``BACKENDS``' tiers), the records
+(``harness.compiled_rows``: ``compiled_sides``, ``recorded_logit_difference``, ``BACKENDS``' tiers), the records
 that hold each line to the run's settings, key and result types (``harness.records``: ``_parse``, ``_problem``;
 ``harness.exactness``: ``row_problem``, ``_typed``, ``not_exact``), the validation of ``--case`` and
 ``--baseline`` (``testing.validation``: ``_check_steps``, ``checked_case``, ``checked_baseline``), the check
@@ -41,7 +41,7 @@ COMPILED = ("tests/test_compiled.py", "tests/test_units.py")
 BLOCK = ("tests/test_block_diffusion.py",)
 
 MUTANTS: list[Mutant] = [
-    # --- harness/supervise.py: the supervisor of `veridec check` ----------------------------------------------
+    # --- harness/supervise.py and harness/child.py: the supervisor of `veridec check` and its child ----------
     Mutant(
         "supervise-grace-without-floor",
         "harness/supervise.py",
@@ -80,7 +80,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "supervise-lifeline-end-refused",
-        "harness/supervise.py",
+        "harness/child.py",
         "    REAL_EXIT(1)\n",
         "    os._exit(1)\n",
         "the lifeline thread ends the child with os._exit, which the check keeps refused while the candidate runs: "
@@ -98,7 +98,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "supervise-closed-stream-not-reopened",
-        "harness/supervise.py",
+        "harness/child.py",
         "    if stream is not None and not stream.closed:\n",
         "    if stream is not None:\n",
         "a sys.stdout the candidate closed is kept: printing the verdict raises 'I/O operation on closed file' "
@@ -163,8 +163,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "compiled-eager-side-compiled",
         "harness/compiled_rows.py",
-        "    eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length)\n",
-        "    eager, _ = run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)\n",
+        "        eager, _ = inputs.decode(base, rule)\n",
+        "        eager, _ = inputs.decode(base, rule, compile=inputs.compile)\n",
         "the 'eager' decode is compiled too: the compiled rows compare the compiled decode with itself and are "
         "always exact",
         E2, COMPILED,

@@ -3,8 +3,7 @@
 Written by a separate writer who read neither tools/mutants.py nor tests/, from spec/ and the code alone, spread
 over the code by size; each area's test files are its related tests (survivors run the whole suite anyway).
 
-    python -m tools.mutation --catalogue tools/mutants_independent.py \
-        --report benchmarks/mutation-independent.md
+    python -m tools.mutation --catalogue tools/mutants_independent.py
 
 ``tests/test_mutation.py`` keeps it in step with the code like the main catalogue.
 """

@@ -100,8 +100,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ownmodel-numeric-error-min",
         "testing/check.py",
-        "    numeric_error = numeric_error if difference is None else max(numeric_error, difference)\n",
-        "    numeric_error = numeric_error if difference is None else min(numeric_error, difference)\n",
+        '    numeric_error = o.numeric_error if difference is None else max(o.numeric_error, difference)\n',
+        '    numeric_error = o.numeric_error if difference is None else min(o.numeric_error, difference)\n',
         "the preflight difference never widens the numeric error (and a larger user-given one shrinks to it): on "
         "a user's model that rounds differently (difference > 0), a near-tie flip fails the case instead of being "
         "excused",
@@ -110,8 +110,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ownmodel-numeric-error-replaced",
         "testing/check.py",
-        "    numeric_error = numeric_error if difference is None else max(numeric_error, difference)\n",
-        "    numeric_error = numeric_error if difference is None else difference\n",
+        '    numeric_error = o.numeric_error if difference is None else max(o.numeric_error, difference)\n',
+        '    numeric_error = o.numeric_error if difference is None else difference\n',
         "the preflight difference replaces the user's numeric_error even when the user's is larger: with "
         "numeric_error above the difference (0 for an exact wrapper), ties the user asked to excuse fail",
         EC9, SHARED,
@@ -331,8 +331,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ownmodel-agreement-failures-not-failing",
         "testing/check.py",
-        "    if rule is not None and result.metrics.get(\"agreement_failures\"):\n",
-        "    if rule is not None and result.metrics.get(\"agreement_rate\") == 0:\n",
+        '    if setup.agreement is not None and result.metrics.get("agreement_failures"):\n',
+        '    if setup.agreement is not None and result.metrics.get("agreement_rate") == 0:\n',
         "the check fails only when no placed case agrees: one disagreement among agreeing cases (the spec's "
         "'fails when any placed case disagrees') passes",
         EC10, AGREE,

@@ -432,10 +432,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-compiled-rows-timed-decode-eager",
         "harness/compiled_rows.py",
-        "    out, seconds = run_variant(model, base, rule, prompt, mask, gen_length, block_length, compile=backend)\n",
-        "    out, seconds = run_variant(model, base, rule, prompt, mask, gen_length, block_length)\n",
-        'the compared decode runs eager, so every compiled row compares eager with eager and is '
-        'exact whatever the compiled kernels do',
+        "    out, seconds = inputs.decode(base, rule, compile=inputs.compile)\n",
+        "    out, seconds = inputs.decode(base, rule)\n",
+        "the compared decode runs eager, so every compiled row compares eager with eager and is exact whatever the compiled kernels do",
         "spec/exactness.md E2", (COMPILED,),
     ),
     Mutant(

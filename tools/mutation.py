@@ -51,7 +51,7 @@ from veridec.files import write_text_atomic
 from tools.mutants import MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository under test (only read)
-DEFAULT_REPORT = ROOT / "benchmarks" / "mutation.md"
+DEFAULT_REPORT = ROOT / "benchmarks" / "mutation-all.md"
 PYTEST_OPTIONS = ("-x", "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "_mutation_probe", "-q")
 # Checks the catalogue against its own tree, which every mutant changes: never part of a mutant's run.
 ALWAYS_IGNORED = ("tests/test_mutation.py",)
@@ -586,9 +586,9 @@ def _commit(root: Path) -> str:
 
 
 def default_report(args) -> Path:
-    """benchmarks/mutation.md for the whole main catalogue; a partial or other catalogue's run goes to the temp
-    dir."""
-    if not args.only and not args.catalogue:
+    """benchmarks/mutation-all.md for the whole gate (every catalogue: ``--catalogue all``); a partial run or one
+    catalogue's goes to the temp dir."""
+    if not args.only and args.catalogue == "all":
         return DEFAULT_REPORT
     return Path(tempfile.gettempdir()) / f"veridec-mutation-{Path(args.catalogue or 'mutants').stem}.md"
 
@@ -608,9 +608,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--related-only", action="store_true",
                         help="triage: run each mutant's related tests only (a survivor there is not a final survivor)")
     parser.add_argument("--report", default=None,
-                        help="markdown report (default: benchmarks/mutation.md for a run of the whole main catalogue; "
-                             "a file in the system's temp dir for --only or --catalogue, so a partial run never "
-                             "overwrites the committed report)")
+                        help="markdown report (default: benchmarks/mutation-all.md for a run of every catalogue, "
+                             "--catalogue all; a file in the system's temp dir for --only or one catalogue, so a "
+                             "partial run never overwrites the committed report)")
     parser.add_argument("--json", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
     parser.add_argument("--catalogue", help="a Python file defining MUTANTS, or 'all' for every catalogue of tools/ "
