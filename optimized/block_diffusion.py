@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from veridec.canvas import whole_blocks
 from veridec.decoding import check_logits
 from veridec.rules.sdar import SDARParams, published_select, row_record, sample_block, select
 from veridec.trace import Decoded, StepRecord, Trace
@@ -108,7 +109,7 @@ def row_layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_len
     full = [len(p) // b for p in prompts]  # whole prompt blocks per row
     first = max(full)
     shift = [(first - f) * b for f in full]
-    ends = [s + -(-(len(p) + params.gen_length) // b) * b for s, p in zip(shift, prompts)]
+    ends = [s + whole_blocks(len(p) + params.gen_length, b) for s, p in zip(shift, prompts)]
     if max(e - s for e, s in zip(ends, shift)) > max_length:
         raise ValueError(f"prompt + gen_length {params.gen_length}, rounded up to whole blocks of {b}, exceeds the "
                          f"model's max_length {max_length}")
@@ -183,7 +184,7 @@ class BlockRun:
             if leave and step >= self.params.denoising_steps:  # BD12: the block keeps its masks
                 break
             logits = self.forward(start, b, store=False)  # [B, b, V]
-            check_logits(logits, self.trace, offset=start)
+            check_logits(logits, self.trace.progress, offset=start)
             self._step(block, step, masked, logits)
             step += 1
         self.forward(start, b, store=True)

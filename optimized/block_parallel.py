@@ -72,7 +72,7 @@ class ParallelRun(BlockRun):
         while (candidates := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():  # [B, b]
             check_progress(step, block, budget, self.trace)
             logits = self.forward(start, b, store=False)  # [B, b, V]
-            check_logits(logits, self.trace, where=candidates, offset=start)
+            check_logits(logits, self.trace.progress, where=candidates, offset=start)
             result = parallel_step(self.rule, logits, self.x[:, start:end], candidates, **self.sampling,
                                    offset=start, block_step=step, block_masks_at_start=at_start,
                                    block_masks=candidates.sum(dim=1), block_length=b, state=self.state)

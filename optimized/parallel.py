@@ -18,10 +18,10 @@ from typing import NamedTuple
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.checks import check_choice, check_flag
 from veridec.decoding import (check_decode_args, check_model_supports, check_progress, check_step_logits, decode_params,
                               step_budget)
 from veridec.models.interface import scoring_queries, takes_narrowed_logits
-from veridec.rules.common import check_choice
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
@@ -102,8 +102,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     the loop and the rule are the same. ``narrow_logits``: the forwards return only the step's columns, their last
     layer running those queries alone (``narrows_logits``); False: the whole window's, as the reference and the
     official code compute them (the same numbers where the kernels are row-wise; ``veridec check`` targets)."""
-    if not isinstance(narrow_logits, bool):
-        raise ValueError(f"narrow_logits must be True or False, got {narrow_logits!r}")
+    check_flag("narrow_logits", narrow_logits)
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
@@ -212,7 +211,7 @@ def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start:
                            block_step=step, block_masks_at_start=at_start,
                            block_masks=masks_in(x, block, run.mask_id).sum(dim=1), block_length=run.block_length,
                            dependency=dependency, state=run.state)
-    check_step_logits(logits, result.view.token_probs, candidates, run.trace, offset=offset)
+    check_step_logits(logits, result.view.token_probs, candidates, run.trace.progress, offset=offset)
     record_step(run.trace, block.index, tokens, result.x, run.mask_id, result.confidence, result.choice_logits,
                 result.order, run.record_logits, offset=offset)
     return torch.cat([x[:, :span.start], result.x, x[:, span.stop:]], dim=1)

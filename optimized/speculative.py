@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.checks import check_choice, check_range
 from veridec.decoding import (check_decode_args, check_progress, check_rule, check_step_logits, decode_params,
                               step_budget)
-from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import DAPD, KLASS, Threshold
 from veridec.rules.step import parallel_step, step_view
@@ -144,7 +144,7 @@ class _Run:
         positions = torch.arange(offset, offset + window.shape[1], device=window.device)
         candidates = (window == self.mask_id) & (positions < end)[None]
         result = parallel_step(self.rule, logits, window, candidates)
-        check_step_logits(logits, result.view.token_probs, candidates, self.trace, offset=offset)
+        check_step_logits(logits, result.view.token_probs, candidates, self.trace.progress, offset=offset)
         after = self.x.clone()
         after[:, offset:offset + window.shape[1]] = result.x
 

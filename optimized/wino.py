@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
+from veridec.checks import check_choice
 from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
-from veridec.rules.common import check_choice
 from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
                                 forward_layout, wino_step)
-from veridec.trace import Counters, Trace
+from veridec.trace import Counters, Progress
 
 CACHES = ("none", "prefix")
 
@@ -40,8 +40,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
     canvas = torch.full((rows, prompt_len + gen_length + width), mask_id, dtype=torch.long,
                         device=prompt.device)  # [R, N]
     canvas[:, :prompt_len] = prompt
-    state = _State(canvas, [], [[] for _ in range(rows)], Counters(),
-                   Trace("wino", {**params.__dict__, "mask_id": mask_id}, prompt_len, rows))
+    state = _State(canvas, [], [[] for _ in range(rows)], Counters())
     for block in range(params.num_blocks):
         _decode_block(model, state, block, prompt_len, params, mask_id, cache, generator)
     forwards = [len(m) for m in state.margins]
@@ -55,7 +54,11 @@ class _State:
     events: list
     margins: list[list[float]]
     counters: Counters
-    trace: Trace  # names the decode in check_logits' message
+
+    @property
+    def progress(self) -> Progress:
+        """The batch's steps (its longest row's) and model calls, as check_logits names them."""
+        return Progress(max(map(len, self.margins)), self.counters.model_calls)
 
 
 def _decode_block(model, state, block, prompt_len, params, mask_id, cache, generator):
@@ -71,7 +74,7 @@ def _decode_block(model, state, block, prompt_len, params, mask_id, cache, gener
     while candidates.any():
         active = candidates.any(dim=1).nonzero()[:, 0].tolist()
         logits = forward(state.canvas, active)  # [R, N, V], rows outside ``active`` unused
-        check_logits(logits[active], state.trace)
+        check_logits(logits[active], state.progress)
         for row in active:
             check_block_bound(taken[row], bounds[row], row, block)
             taken[row] += 1

@@ -20,6 +20,7 @@ from time import perf_counter
 
 import torch
 
+from ..checks import check_integer
 from ..rules.parallel import Threshold, TopK, new_state
 from ..rules.step import decide
 
@@ -250,8 +251,7 @@ def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symb
     from ..oracles import EnumeratedJoint, HMMOracle
     from ..rules.presets import PRESETS
 
-    if not isinstance(cases, int) or isinstance(cases, bool) or cases < 1:
-        raise ValueError(f"cases must be an integer >= 1, got {cases!r}")
+    check_integer("cases", cases, 1)
     families = {"enumerated": lambda i: EnumeratedJoint.random(symbols, gen_length + 1, seed=seed + i,
                                                                concentration=0.3),
                 "hmm": lambda i: HMMOracle.random(4, symbols, seed=seed + i)}

@@ -20,7 +20,8 @@ from veridec.optimized import editing as optimized_editing
 from veridec.reference import editing as reference_editing
 from veridec.reference.editing import generate
 from veridec.rules import editing as rule
-from veridec.rules.editing import EditParams, block_causal_bias, edit_step, filter_logits
+from veridec.models.transformer import block_causal_bias
+from veridec.rules.editing import EditParams, edit_step, filter_logits
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "editing.json").read_text())

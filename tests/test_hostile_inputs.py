@@ -190,8 +190,8 @@ def test_the_fused_check_refuses_what_check_logits_refuses(seed):
     candidates = torch.rand(2, 5, generator=g) < 0.5
     token_probs = step_view(logits, logits.argmax(-1), candidates).token_probs
     errors = []
-    for check in (lambda: check_logits(logits, Trace("t", {}, 0, 2), offset=3, where=candidates),
-                  lambda: check_step_logits(logits, token_probs, candidates, Trace("t", {}, 0, 2), offset=3)):
+    for check in (lambda: check_logits(logits, Trace("t", {}, 0, 2).progress, offset=3, where=candidates),
+                  lambda: check_step_logits(logits, token_probs, candidates, Trace("t", {}, 0, 2).progress, offset=3)):
         try:
             check()
             errors.append(None)

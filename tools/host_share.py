@@ -92,7 +92,7 @@ def record_step_before(trace, block: int, before: torch.Tensor, after: torch.Ten
 
 def take_step_before(run, x: torch.Tensor, block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
                      attentions, window) -> torch.Tensor:
-    check_logits(logits, run.trace, offset=window.start)  # the whole window: no where=, as then
+    check_logits(logits, run.trace.progress, offset=window.start)  # the whole window: no where=, as then
     span = slice(window.start, window.start + logits.shape[1])
     tokens = x[:, span]  # [B, W]
     positions = torch.arange(span.start, span.stop, device=x.device)

@@ -105,9 +105,9 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ1.4 step 3-4, SQ1.6", (SAMPLERS,)),
     # ------------------------------------------------------------------ veridec/rules: dream
     Mutant(
-        "top-p-drops-crossing-token", "veridec/rules/dream.py",
-        "remove[..., 1:] = remove[..., :-1].clone()",
-        "remove[..., 1:] = remove[..., 1:].clone()",
+        "top-p-drops-crossing-token", "veridec/rules/filters.py",
+        "drop[..., 1:] = beyond[..., :-1]",
+        "drop[..., 1:] = beyond[..., 1:]",
         "nucleus filter forgets the shift: the token that crosses top_p is removed",
         "spec/sequential.md SQ2.5", (SAMPLERS, GUIDANCE)),
     Mutant(
@@ -119,9 +119,9 @@ MUTANTS: list[Mutant] = [
         "sample_tokens applies top-p to the untempered logits, then divides by the temperature",
         "spec/sequential.md SQ2.5", (SAMPLERS,)),
     Mutant(
-        "dream-entropy-sign", "veridec/rules/dream.py",
-        "confidence = torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
-        "confidence = -torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
+        "dream-entropy-sign", "veridec/rules/common.py",
+        "return torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
+        "return -torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
         "alg='entropy' scores by +entropy, so the least certain positions are committed first",
         "spec/sequential.md SQ2.4; spec/notation.md N4", (SAMPLERS,)),
     Mutant(
@@ -298,8 +298,8 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/guidance
     Mutant(
         "entrgi-log-vocab-minus-one", "veridec/guidance/guide.py",
-        "return entropy / math.log(probs.shape[-1])",
-        "return entropy / math.log(probs.shape[-1] - 1)",
+        "return nats / math.log(probs.shape[-1])",
+        "return nats / math.log(probs.shape[-1] - 1)",
         "EntRGi normalizes the entropy by log(|V| - 1) instead of log |V|",
         "spec/guidance.md G4", (GUIDANCE,)),
     Mutant(
@@ -650,8 +650,8 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ2.7", (CHECK, SAMPLERS)),
     Mutant(
         "dream-top-p-always-stable", "veridec/rules/dream.py",
-        'stable = ties == "lowest"',
-        "stable = True",
+        'stable=ties == "lowest"',
+        "stable=True",
         "ties='torch' does not reach top-p's sort, which keeps tied logits in id order",
         "spec/sequential.md SQ2.5", (SAMPLERS,)),
     Mutant(

@@ -58,21 +58,20 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-topk-drops-ties",
-        "veridec/rules/sdar.py",
-        "        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # [N, 1]\n"
-        "        logits = torch.where(logits < kth, torch.full_like(logits, -math.inf), logits)\n",
-        "        top = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1)  # [N, k]\n"
-        "        logits = torch.full_like(logits, -math.inf).scatter(-1, top.indices, top.values)\n",
+        "veridec/rules/filters.py",
+        "    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1:]  # [.., 1]\n"
+        "    return logits.masked_fill(logits < kth, fill)\n",
+        "    top = torch.topk(logits, min(top_k, logits.shape[-1]))  # [.., k]\n"
+        "    return torch.full_like(logits, fill).scatter(-1, top.indices, top.values)\n",
         "top-k keeps exactly k tokens by index: tokens tied with the k-th largest logit (the check models' twin "
         "tokens) are dropped, changing the filtered law and every draw there",
         "spec/block_diffusion.md BD4", RULE,
     ),
     Mutant(
         "bd-topp-without-shift",
-        "veridec/rules/sdar.py",
-        "        remove[..., 1:] = remove[..., :-1].clone()\n"
-        "        remove[..., 0] = False\n",
-        "        remove[..., 0] = False\n",
+        "veridec/rules/filters.py",
+        "    drop[..., 1:] = beyond[..., :-1]  # the mass before the token exceeds top_p\n",
+        "    drop[..., 1:] = beyond[..., 1:]  # the mass before the token exceeds top_p\n",
         "top-p drops the token whose cumulative mass crosses top_p instead of keeping it (the mask not shifted "
         "right by one): the nucleus is one token short",
         "spec/block_diffusion.md BD4", RULE,
@@ -118,18 +117,18 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-lowest-ties-by-topk",
-        "veridec/rules/sdar.py",
-        "    order = torch.sort(confidence, descending=True, stable=True).indices[:n]\n",
-        "    order = torch.topk(confidence, n).indices\n",
+        "veridec/rules/common.py",
+        "    return torch.sort(scores, descending=largest, stable=True).indices[:k]\n",
+        "    return torch.topk(scores, k, largest=largest).indices\n",
         "ties='lowest' ranks with torch.topk, whose CPU order on equal confidences is not the lowest position: "
         "under top_k=1 (every confidence 1) the default check picks torch's positions",
         "spec/block_diffusion.md BD6.5", (BD, CHECK),
     ),
     Mutant(
         "bd-torch-ties-by-stable-sort",
-        "veridec/rules/sdar.py",
-        "        return chosen.index_fill(0, torch.topk(confidence, n).indices, True)\n",
-        "        return chosen.index_fill(0, torch.sort(confidence, descending=True, stable=True).indices[:n], True)\n",
+        "veridec/rules/common.py",
+        "        return torch.topk(scores, k, largest=largest).indices\n",
+        "        return torch.sort(scores, descending=largest, stable=True).indices[:k]\n",
         "ties='torch' ranks equal confidences lowest position first instead of calling torch.topk: --ties torch "
         "no longer matches a candidate that ranks as the published code",
         "spec/block_diffusion.md BD6.5", RULE,
@@ -194,9 +193,9 @@ MUTANTS: list[Mutant] = [
     # --- reference/block_diffusion.py ----------------------------------------------------------------------
     Mutant(
         "bd-ref-canvas-floor",
-        "reference/block_diffusion.py",
-        "    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length\n",
-        "    length = (prompt.shape[1] + gen_length) // block_length * block_length\n",
+        "veridec/canvas.py",
+        "    return -(-length // block_size) * block_size\n",
+        "    return length // block_size * block_size\n",
         "the canvas is rounded down to whole blocks instead of up: the last partial block of the generation is "
         "never decoded and the canvas is shorter than T",
         "spec/block_diffusion.md BD2", DECODE,

@@ -63,8 +63,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-scored-empty-accepted",
         TRANSFORMER,
-        "                and 0 <= scored.start < scored.stop <= length):\n",
-        "                and 0 <= scored.start <= scored.stop <= length):\n",
+        " and 0 <= scored.start < scored.stop <= length):\n",
+        " and 0 <= scored.start <= scored.stop <= length):\n",
         "the validation accepts an empty slice (start == stop) instead of raising ValueError naming scored",
         M5_1,
         (NARROW, HOSTILE),

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .canvas import extended_mask
+from .canvas import extended_mask, whole_blocks
 from .events import Event
 from .trace import Counters, StepRecord, Trace
 
@@ -236,7 +236,7 @@ class RecordingModel:
         for call in self.calls:
             if call.kind != "block" or call.logits is None or not rows:
                 continue
-            end = -(-(int(call.positions[rows].max()) + 1) // block_size) * block_size
+            end = whole_blocks(int(call.positions[rows].max()) + 1, block_size)
             shown = torch.full((final.shape[0], max(end, final.shape[1])), self.model.special.mask_id,
                                dtype=final.dtype, device="cpu")  # [B, W]
             shown[:, :final.shape[1]] = final

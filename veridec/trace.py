@@ -74,6 +74,13 @@ class StepRecord:
         return set(zip(self.positions[row], self.tokens[row]))
 
 
+class Progress(NamedTuple):
+    """How far a decode has got, as a refusal names it: the steps taken and the model calls made."""
+
+    steps: int
+    model_calls: int
+
+
 @dataclass
 class Trace:
     decoder: str
@@ -83,6 +90,10 @@ class Trace:
     steps: list[StepRecord] = field(default_factory=list)
     counters: Counters = field(default_factory=Counters)
     events: list[Event] | None = None  # None: commits are final (no revocation or edit can happen)
+
+    @property
+    def progress(self) -> Progress:
+        return Progress(len(self.steps), self.counters.model_calls)
 
     def commit_order(self, row: int = 0) -> list[set[tuple[int, int]]]:
         """The non-empty (position, token) sets committed step by step (equal for equal decoders)."""

@@ -16,6 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..checks import is_integer
 from .interface import SpecialTokens
 from .layouts import LAYOUTS, Layout, layout_for
 from .transformer import BidirectionalTransformer
@@ -134,7 +135,7 @@ def _token_id(config: dict, key: str, vocab_size: int, source: Path) -> int | No
     if isinstance(value, list):
         raise ValueError(f"{source}: {key} lists {len(value)} ids {value[:4]}: veridec stops at one id per "
                          "role; give one integer")
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise ValueError(f"{source}: {key} must be an integer token id, got {value!r}")
     if not 0 <= value < vocab_size:
         raise ValueError(f"{source}: {key} {value} lies outside the vocabulary [0, {vocab_size})")

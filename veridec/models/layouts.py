@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..checks import check_integer, check_positive
 from .interface import SpecialTokens
 from .transformer import TransformerConfig
 
@@ -57,16 +58,14 @@ def _value(config: dict, key: str, default=_MISSING):
 def _integer(config: dict, key: str, default=_MISSING) -> int:
     """config[key] as an integer >= 1; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+    check_integer(key, value, 1)
     return value
 
 
 def _number(config: dict, key: str, default: float) -> float:
     """config[key] as a finite number > 0; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
+    check_positive(key, value)
     return float(value)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..checks import check_integer, check_positive, is_integer
 from .interface import (PredictorOutput, SpecialTokens, check_canvas, first_real_position, query_positions,
                         realign_shifted)
 from .layers import Attention, RMSNorm, SwiGLU, attend, rope_cos_sin
@@ -44,16 +45,11 @@ class TransformerConfig:
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
                      "max_length"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_integer(name, getattr(self, name), 1)
         for name in ("rope_theta", "rms_norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if self.explicit_head_dim is not None and (isinstance(self.explicit_head_dim, bool) or not isinstance(
-                self.explicit_head_dim, int) or self.explicit_head_dim < 2):
-            raise ValueError(f"head_dim must be an integer >= 2, got {self.explicit_head_dim!r}")
+            check_positive(name, getattr(self, name))
+        if self.explicit_head_dim is not None:
+            check_integer("head_dim", self.explicit_head_dim, 2)
         if self.explicit_head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
@@ -173,9 +169,8 @@ class BidirectionalTransformer(nn.Module):
         if scored is None:
             return None
         length = mask.shape[1]
-        if not (isinstance(scored, slice) and scored.step is None and all(
-                isinstance(end, int) and not isinstance(end, bool) for end in (scored.start, scored.stop))
-                and 0 <= scored.start < scored.stop <= length):
+        if not (isinstance(scored, slice) and scored.step is None and is_integer(scored.start)
+                and is_integer(scored.stop) and 0 <= scored.start < scored.stop <= length):
             raise ValueError(f"scored must be a slice of canvas positions [start, stop) with 0 <= start < stop <= "
                              f"{length}, got {scored!r}")
         stop = scored.stop
@@ -355,8 +350,7 @@ def check_cached_positions(positions: torch.Tensor, cache: KVCache, write: bool)
 
 def block_causal_bias(length: int, block_size: int, device=None) -> torch.Tensor:
     """[L, L] additive bias: 0 where the query's block (position // b) is at or after the key's, else -inf."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+    check_integer("block_size", block_size, 1)
     blocks = torch.arange(length, device=device) // block_size  # [L]
     return torch.zeros(length, length, device=device).masked_fill(blocks[None] > blocks[:, None], float("-inf"))
 
