@@ -77,13 +77,9 @@ class ParallelRun(BlockRun):
                                    offset=start, block_step=step, block_masks_at_start=at_start,
                                    block_masks=candidates.sum(dim=1), block_length=b, state=self.state)
             record_step(self.trace, block, self.x[:, start:end], result.x, self.mask_id, result.confidence,
-                        result.choice_logits, result.order, self.record_logits, offset=start)
-            self._to_output_positions(self.trace.steps[-1])
+                        result.choice_logits, result.order, self.record_logits,
+                        offset=[start + shift for shift in self.offset])  # in the output's layout
             self.x[:, start:end], step = result.x, step + 1
         self.forward(start, b, store=True)
         self.update_stops(live, end)
         return True
-
-    def _to_output_positions(self, record) -> None:
-        """A step's positions from the batch canvas to the output's layout (each row's own padding)."""
-        record.positions = [[p + shift for p in row] for row, shift in zip(record.positions, self.offset)]

@@ -20,7 +20,7 @@ from veridec.decoding import (check_block_rule, check_logits, check_progress, ch
 from veridec.rules.parallel import new_state
 from veridec.rules.sdar import SDARParams, row_record, sample_block, select
 from veridec.rules.step import parallel_step
-from veridec.trace import Decoded, StepRecord, Trace, record_step
+from veridec.trace import Decoded, Trace, record_rows, record_step
 
 
 @torch.no_grad()
@@ -79,10 +79,8 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
         x0, x0_p, probs = sample_block(logits[0], params.temperature, params.top_k, params.top_p, generator,
                                        banned=mask_id if past else None)
         transfer = masked if past else select(params, masked, x0_p, probs, params.schedule[step])
-        positions, tokens, confidences, margins, gap, kept = row_record(masked, transfer, x0, x0_p, logits[0],
-                                                                        start, mask_id, record_logits)
-        trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap],
-                                      [kept] if record_logits else None))
+        row = row_record(masked, transfer, x0, x0_p, logits[0], start, mask_id, record_logits)
+        record_rows(trace, block, [row], record_logits)
         x[0, start:end] = torch.where(transfer & masked, x0, x[0, start:end])
         step += 1
 

@@ -100,7 +100,7 @@ def _block_diffusion_target(model, prompt, attention_mask, ties, **settings) -> 
 def _published_block_diffusion(model, prompt, attention_mask, ties, **settings) -> Decoded:
     """What the published block_diffusion_generate does, overwrites included (BD10): the canvas and counters a
     candidate that deviates where it deviates must reproduce."""
-    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)
+    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, loop="official", **settings)
 
 
 def _veridec(decoder, **fixed):

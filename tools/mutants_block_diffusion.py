@@ -290,10 +290,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-opt-row0-generator",
         "optimized/block_diffusion.py",
-        "                                           self.params.top_p, self.generators[row], self.mask_id if past "
-        "else None)\n",
-        "                                           self.params.top_p, self.generators[0], self.mask_id if past "
-        "else None)\n",
+        "self.generators[row], self.loop.banned(step, self.params, self.mask_id))\n",
+        "self.generators[0], self.loop.banned(step, self.params, self.mask_id))\n",
         "every row draws from row 0's generator: with a generator per row the batch no longer equals the rows' "
         "single decodes",
         "spec/block_diffusion.md BD8.2", (BD,),
@@ -301,8 +299,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-opt-published-overwrites-guarded",
         "optimized/block_diffusion.py",
-        "            written = transfer if self.published else transfer & masked[row]\n",
-        "            written = transfer & masked[row]\n",
+        "        return transfer\n",
+        "        return transfer & masked\n",
         "published=True writes only masked positions: the published overwrites of prompt and committed tokens "
         "are not in the canvas, so the published run equals the intended one",
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
@@ -486,8 +484,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-published-target-intended",
         "testing/targets.py",
-        "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)\n",
-        "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, **settings)\n",
+        'ties=ties, loop="official", **settings)',
+        "ties=ties, **settings)",
         "the target's published behaviour runs veridec's intended decode: a candidate that overwrites as the "
         "published code fails, and one that deviates otherwise may pass",
         "spec/block_diffusion.md BD10", (CHECK,),

@@ -81,8 +81,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bp-logits-never-recorded",
         "optimized/block_parallel.py",
-        "                        result.choice_logits, result.order, self.record_logits, offset=start)\n",
-        "                        result.choice_logits, result.order, False, offset=start)\n",
+        "                        result.choice_logits, result.order, self.record_logits,\n",
+        "                        result.choice_logits, result.order, False,\n",
         "record_logits is dropped on the cached side: the trace holds no logits, so the table's max_logit_error "
         "has nothing to compare and reads 0",
         "spec/exactness.md E2", PARALLEL,
@@ -90,8 +90,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bp-output-positions-minus-shift",
         "optimized/block_parallel.py",
-        "        record.positions = [[p + shift for p in row] for row, shift in zip(record.positions, self.offset)]\n",
-        "        record.positions = [[p - shift for p in row] for row, shift in zip(record.positions, self.offset)]\n",
+        "                        offset=[start + shift for shift in self.offset])  # in the output's layout\n",
+        "                        offset=[start - shift for shift in self.offset])  # in the output's layout\n",
         "trace positions move from the batch canvas to the output layout by the offset subtracted instead of "
         "added: correct only for rows with no padding and no shift",
         "spec/block_diffusion.md BD8.2", PARALLEL,
@@ -101,14 +101,10 @@ MUTANTS: list[Mutant] = [
         "optimized/block_parallel.py",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "        self.forward(start, b, store=False)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "the finished block is never written into the cache: later blocks attend to an empty slot instead of "
         "the block's keys and values",
         "spec/block_diffusion.md BD8.1", PARALLEL,
@@ -118,14 +114,10 @@ MUTANTS: list[Mutant] = [
         "optimized/block_parallel.py",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, start)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "the stop ids are looked for up to the block's start, not its end: a row that writes a stop token "
         "decodes one more block before it stops",
         "spec/block_diffusion.md BD11", PARALLEL,
@@ -143,8 +135,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-step-logits-never-kept",
         "optimized/block_diffusion.py",
-        "                                      self.mask_id, self.record_logits))\n",
-        "                                      self.mask_id))\n",
+        "start + self.offset[row], self.mask_id,\n                            self.record_logits)\n",
+        "start + self.offset[row], self.mask_id)\n",
         "the cached SDAR step no longer asks row_record for the logits: with record_logits the trace holds None "
         "per row, so the table's sdar rows have no logits to compare",
         "spec/exactness.md E2", SDAR,
@@ -173,8 +165,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ref-sdar-logits-never-recorded",
         "reference/block_diffusion.py",
-        "                                      [kept] if record_logits else None))\n",
-        "                                      None))\n",
+        "        record_rows(trace, block, [row], record_logits)\n",
+        "        record_rows(trace, block, [row], False)\n",
         "the SDAR reference never records logits: the table's sdar rows compare the cached logits with nothing "
         "and report a max_logit_error of 0",
         "spec/exactness.md E2", SDAR,

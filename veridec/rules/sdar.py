@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from ..checks import check_choice, check_integer, check_range
 from .common import TIES, entropy, top_k_mask
+from ..trace import RowStep
 from .filters import top_k_filter, top_p_filter
 
 STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic", "entropy_bounded")
@@ -184,12 +185,13 @@ def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> 
 
 # ----------------------------------------------------------------------------------------------- the trace
 def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x0_p: torch.Tensor,
-               logits: torch.Tensor, offset: int, mask_id: int, keep_logits: bool = False) -> tuple:
-    """One row's part of a step record: the positions committed (masked, selected, and not drawn as the mask token,
-    which leaves them masked: BD6.2), as canvas positions (block position + ``offset``) by decreasing confidence
-    (lowest position first on ties), their tokens, confidences x0_p, logit margins (top1 - top2 of the raw logits
-    [b, V]), and the selection gap: the weakest commit's confidence minus the strongest mask left's (inf when none
-    is left); with ``keep_logits`` also the raw logits [n][V] at those positions (else None)."""
+               logits: torch.Tensor, offset: int, mask_id: int, keep_logits: bool = False) -> RowStep:
+    """One row's part of a step record (``veridec.trace.RowStep``): the positions committed (masked, selected, and
+    not drawn as the mask token, which leaves them masked: BD6.2), as canvas positions (block position + ``offset``)
+    by decreasing confidence (lowest position first on ties), their tokens, confidences x0_p, logit margins (top1 -
+    top2 of the raw logits [b, V]), and the selection gap: the weakest commit's confidence minus the strongest mask
+    left's (inf when none is left); with ``keep_logits`` also the raw logits [n][V] at those positions (else
+    None)."""
     committed = transfer & masked & (x0 != mask_id)  # [b]
     chosen = committed.nonzero().flatten()
     chosen = chosen[torch.sort(-x0_p[chosen].double(), stable=True).indices]
@@ -197,6 +199,6 @@ def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x
     left = masked & ~committed
     weakest = x0_p[chosen].double().min().item() if chosen.numel() else math.inf
     strongest = x0_p[left].double().max().item() if left.any() else -math.inf
-    return ([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
-            (top2[:, 0] - top2[:, -1]).tolist(), weakest - strongest,
-            logits[chosen].float().tolist() if keep_logits else None)
+    return RowStep([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
+                   (top2[:, 0] - top2[:, -1]).tolist(), weakest - strongest,
+                   logits[chosen].float().tolist() if keep_logits else None)
