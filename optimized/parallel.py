@@ -97,7 +97,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
            generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
            hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool = True) -> Decoded:
     """As ``veridec.reference.parallel.decode`` with a cache policy. ``hook`` reproduces an upstream loop's
-    extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``). ``compile``: True (or
+    extra forwards or random draws (``veridec.optimized.fastdllm.OfficialLoop``). ``compile``: True (or
     torch.compile options) runs the model's forwards compiled, one graph per shape (``veridec.optimized.compiled``);
     the loop and the rule are the same. ``narrow_logits``: the forwards return only the step's columns, their last
     layer running those queries alone (``narrows_logits``); False: the whole window's, as the reference and the

@@ -51,7 +51,7 @@ class Target:
     length_name: str = "gen_length"  # the keyword that sets the number of generated tokens
     veridec: bool = True  # returns a Decoded with a trace (else tokens, or (tokens, nfe))
     call: str = ""  # how the reproducer calls it
-    fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
+    fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's loop='june2025')
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     upstream: str | None = None  # the official loop it is exact to (upstream.defect_of's family), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
@@ -132,15 +132,15 @@ TARGETS = {
                                          (*BLOCK_SETTINGS, "threshold"), call="veridec.reference.fastdllm.generate",
                                          upstream="fastdllm/legacy/none"),
     ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
-                                           _veridec(fast.generate_with_prefix_cache, legacy_loop=True, **WHOLE),
+                                           _veridec(fast.generate_with_prefix_cache, loop="june2025", **WHOLE),
                                            (*BLOCK_SETTINGS, "threshold"),
                                            call="veridec.optimized.fastdllm.generate_with_prefix_cache",
-                                           fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/prefix"),
+                                           fixed="loop='june2025', " + FIXED, upstream="fastdllm/legacy/prefix"),
     ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
-                                         _veridec(fast.generate_with_dual_cache, legacy_loop=True, **WHOLE),
+                                         _veridec(fast.generate_with_dual_cache, loop="june2025", **WHOLE),
                                          (*BLOCK_SETTINGS, "threshold"),
                                          call="veridec.optimized.fastdllm.generate_with_dual_cache",
-                                         fixed="legacy_loop=True, " + FIXED, upstream="fastdllm/legacy/dual"),
+                                         fixed="loop='june2025', " + FIXED, upstream="fastdllm/legacy/dual"),
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
                               call="veridec.reference.dream.diffusion_generate", upstream="dream", family="dream"),

@@ -65,7 +65,7 @@ DECODERS = {
     "fastdllm-dual": lambda m, p, a: fast.generate_with_dual_cache(m, p, a, steps=4, gen_length=8, block_length=4),
     "fastdllm-dual-legacy": lambda m, p, a: fast.generate_with_dual_cache(m, p, a, steps=2, gen_length=8,
                                                                           block_length=4, threshold=0.05,
-                                                                          legacy_loop=True),
+                                                                          loop="june2025"),
 }
 for _name in ("sequential", "localleap", "eb-hq", "klass-hq", "dapd-hq"):
     DECODERS[f"{_name}-reference"] = (lambda rule: lambda m, p, a: reference(

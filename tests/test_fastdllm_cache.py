@@ -77,3 +77,16 @@ def test_left_padded_batch_equals_single_rows(small_model, cache):
         alone = CACHED[cache](model, r[None], **kw)
         assert torch.equal(batch.canvas[i, 6 - len(r):], alone.canvas[0])
 
+
+
+def test_a_loop_is_refused_where_the_official_code_has_none(small_model):
+    """FD6: ``loop`` names an official loop; the June 2025 loop's extra forward is a cached step's, so the
+    decoder without cache refuses it (a ValueError, never a silent no-op), and an unknown name is refused."""
+    from veridec.optimized import fastdllm
+
+    model, prompt = small_model("llada", 0), prompts(1, 4, 0)
+    with pytest.raises(ValueError, match=r"loop='june2025' runs with cache in \['prefix', 'dual'\], not cache='none'"):
+        fastdllm.generate(model, prompt, steps=2, gen_length=4, block_length=2, loop="june2025")
+    with pytest.raises(ValueError, match=r"loop must be one of \['current', 'june2025'\], got 'legacy'"):
+        generate_with_dual_cache(model, prompt, steps=2, gen_length=4, block_length=2, loop="legacy")
+    assert generate_with_prefix_cache(model, prompt, steps=2, gen_length=4, block_length=2, loop="june2025").trace

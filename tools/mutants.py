@@ -488,16 +488,16 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ0.1 (trace)", (GOLDEN, DECODERS)),
     Mutant(
         "unused-draw-on-the-dual-cache", "optimized/fastdllm.py",
-        'hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"),',
-        'hook=UpstreamLoop(unused_draw=cache == "dual", legacy=legacy_loop and cache != "none"),',
+        'return replace(self, unused_draw=cache == "prefix")',
+        'return replace(self, unused_draw=cache == "dual")',
         "the official prefix path's unused Gumbel draw is made on the dual cache instead",
         "spec/fastdllm.md FD6", (CACHE, FASTDLLM)),
     Mutant(
-        "legacy-forward-at-step-zero", "optimized/fastdllm.py",
-        "return self.legacy and step == 1",
-        "return self.legacy and step == 0",
-        "legacy_loop's extra cached forward is tied to step 0, which the loop never asks about",
-        "spec/fastdllm.md FD6 (legacy_loop)", (CACHE, COUNTERS)),
+        "june2025-forward-at-step-zero", "optimized/fastdllm.py",
+        "return self.extra_forward and step == 1",
+        "return self.extra_forward and step == 0",
+        "the June 2025 loop's extra cached forward is tied to step 0, which the loop never asks about",
+        "spec/fastdllm.md FD6 (loop=\"june2025\")", (CACHE, COUNTERS)),
     Mutant(
         "packed-branches-see-each-other", "optimized/packed.py",
         "new_part = (branch_of[:, None] != branch_of[None, :]).expand(batch, -1, -1).clone()  # [B, K*Q, K*Q]",

@@ -270,8 +270,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-fastdllm-flag-dropped",
         FASTDLLM_CODE,
-        "                  compile=compile, narrow_logits=narrow_logits)\n",
-        "                  compile=compile)\n",
+        "                  hook=hook, compile=compile, narrow_logits=narrow_logits)\n",
+        "                  hook=hook, compile=compile)\n",
         "the Fast-dLLM decoders do not pass narrow_logits on: narrow_logits=False still narrows (veridec check's cached targets with it)",
         P11,
         (NARROW, FASTDLLM, FASTDLLM_CACHE, CHECK),
@@ -299,8 +299,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-host-share-variant-ignored",
         HOST_SHARE_TOOL,
-        "        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == \"after\", **SETTINGS)\n",
-        "        decoded = DECODERS[cache](timed, prompt, **SETTINGS)\n",
+        "        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == \"after\", **settings)\n",
+        "        decoded = DECODERS[cache](timed, prompt, **settings)\n",
         "the host-share tool's before variant narrows too: it no longer measures the whole-window forwards of f53ad8f",
         P11,
         (NARROW, HOST_SHARE),
