@@ -26,7 +26,7 @@ import torch
 from veridec.canvas import whole_blocks
 from veridec.decoding import check_logits
 from veridec.checks import check_choice
-from veridec.rules.sdar import SDARParams, published_select, row_record, sample_block, select
+from veridec.rules.sdar import SDARParams, official_select, row_record, sample_block, select
 from veridec.trace import IDLE_ROW, Decoded, RowStep, Trace, record_rows
 
 from .compiled import compiled
@@ -74,7 +74,7 @@ class BlockLoop:
 
 class OfficialBlockLoop(BlockLoop):
     """The published loop, defects included (BD10): its refusals before the first forward (BD7.1, BD7.2, BD7.5),
-    its selection (``published_select``: the quota uncapped, an IndexError past the schedule), the draws written
+    its selection (``official_select``: the quota uncapped, an IndexError past the schedule), the draws written
     over unmasked positions too, no mask token banned; ``after_schedule`` has no effect."""
 
     def check(self, prompt: torch.Tensor, temperature, remasking_strategy) -> None:
@@ -92,7 +92,7 @@ class OfficialBlockLoop(BlockLoop):
         return None
 
     def select(self, params, masked, x0_p, probs, step) -> torch.Tensor:
-        return published_select(params, masked, x0_p, step)
+        return official_select(params, masked, x0_p, step)
 
     def written(self, transfer: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         return transfer
@@ -128,7 +128,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     layout = row_layout(prompt, attention_mask, params, model.max_length)
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = BlockRun(model, params, layout, x, mask_id, trace, generators, LOOPS[loop], record_logits)
+    run = Run(model, params, layout, x, mask_id, trace, generators, LOOPS[loop], record_logits)
     return run.decode(prompt)
 
 
@@ -188,7 +188,7 @@ def layout_output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id
     return out
 
 
-class BlockRun:
+class Run:
     """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
 
     def __init__(self, model, params, layout, x, mask_id, trace, generators, loop: BlockLoop = LOOPS["intended"],

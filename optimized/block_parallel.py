@@ -19,7 +19,8 @@ from veridec.rules.sdar import SDARParams
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
-from .block_diffusion import BlockRun, layout_canvas, row_layout
+from . import block_diffusion
+from .block_diffusion import layout_canvas, row_layout
 from .compiled import compiled
 
 
@@ -45,12 +46,13 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt.shape[1],
                   x.shape[0])
     sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
-    run = ParallelRun(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
+    run = Run(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
     return run.decode(prompt)
 
 
-class ParallelRun(BlockRun):
-    """BlockRun whose blocks are decoded by a parallel rule; ``state``: the rule's memory over the canvas."""
+class Run(block_diffusion.Run):
+    """``block_diffusion.Run`` whose blocks are decoded by a parallel rule; ``state``: the rule's memory over the
+    canvas."""
 
     def __init__(self, model, params, layout, x, mask_id, trace, rule, sampling: dict, record_logits: bool):
         super().__init__(model, params, layout, x, mask_id, trace, [sampling["generator"]] * x.shape[0],

@@ -46,7 +46,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     length = whole_blocks(prompt_len + max_new_tokens, block_size)
     canvas = torch.full((rows, length), mask_id, dtype=torch.long, device=prompt.device)  # [R, L]
     canvas[:, :prompt_len] = prompt
-    run = _Run(model, canvas, params, mask_id, generator, 4 * block_size + max_post_steps
+    run = Run(model, canvas, params, mask_id, generator, 4 * block_size + max_post_steps
                if max_forwards is None else max_forwards, cache)
     for block in range(prompt_len // block_size, length // block_size):
         run.decode_block(block, prompt_len)
@@ -57,7 +57,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     return run.partial()
 
 
-class _Run:
+class Run:
     def __init__(self, model, canvas, params, mask_id, generator, limit, cache):
         rows, length = canvas.shape
         self.model, self.canvas, self.params, self.mask_id = model, canvas, params, mask_id

@@ -59,7 +59,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
                   {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
                    "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
                    "lookahead": lookahead, "lookahead_threshold": lookahead_threshold}, prompt.shape[1], 1)
-    run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits,
+    run = Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits,
                lookahead * block_length, lookahead_threshold)
     for block in range(gen_length // block_length):
         run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
@@ -87,7 +87,7 @@ def check_arguments(rule, cache: str, tree: DraftTree, gen_length: int, block_le
 
 
 @dataclass
-class _Run:
+class Run:
     """One decode's state; ``block`` runs R's loop for one block with speculation."""
 
     model: object

@@ -42,7 +42,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     canvas[:prompt_len] = prompt[0]
     bias = block_causal_bias(length, block_size, device=prompt.device)  # [L, L]
     positions = torch.arange(length, device=prompt.device)  # [L]
-    run = _Run(model, canvas, bias, positions, params, mask_id, generator, limit)
+    run = Run(model, canvas, bias, positions, params, mask_id, generator, limit)
     for block in range(prompt_len // block_size, length // block_size):
         run.decode_block(block, prompt_len)
         if eos_early_stop and _ended(run.canvas[prompt_len: (block + 1) * block_size], mask_id, model.special.eos_id):
@@ -55,7 +55,7 @@ def _ended(generated: torch.Tensor, mask_id: int, eos_id: int | None) -> bool:
     return eos_id is not None and not bool((generated == mask_id).any()) and bool((generated == eos_id).any())
 
 
-class _Run:
+class Run:
     def __init__(self, model, canvas, bias, positions, params, mask_id, generator, limit):
         self.model, self.canvas, self.bias, self.positions = model, canvas, bias, positions
         self.params, self.mask_id, self.generator, self.limit = params, mask_id, generator, limit

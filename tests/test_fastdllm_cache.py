@@ -17,13 +17,13 @@ def prompts(batch, length, seed):
 
 
 @pytest.mark.parametrize("cache", sorted(CACHED))
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @given(seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5),
        threshold=st.sampled_from([None, 0.02, 0.1, 0.3]))
-def test_one_layer_caches_are_exact(small_model, cache, family, seed, blocks, block_length, threshold):
+def test_one_layer_caches_are_exact(small_model, cache, layout, seed, blocks, block_length, threshold):
     """FD7: in a one-layer model the cached K/V depend only on tokens that do not change within a block
     (the committed prefix; the still-masked suffix), so both caches reproduce the reference exactly."""
-    model = small_model(family, seed % 5, num_layers=1)
+    model = small_model(layout, seed % 5, num_layers=1)
     prompt = prompts(2, 4, seed)
     kw = dict(steps=blocks * 2, gen_length=blocks * block_length, block_length=block_length, threshold=threshold)
     ref = generate(model, prompt, **kw)

@@ -163,7 +163,7 @@ def test_a_parallel_step_reads_only_its_candidates(name, value):
 
         setattr(model, method, poisoned_full)
     prompt = torch.tensor([[7, 8, 9]])
-    # the poisoned forwards take no ``scored``: both decodes compute the whole window's logits (narrowed ones would
+    # the poisoned forwards take no ``logit_rows``: both decodes compute the whole window's logits (narrowed ones would
     # not compute column 0 at all, and round a few last bits differently)
     options = {"narrow_logits": False} if name in ("none", "prefix", "dual") else {}
     want, got = DECODERS[name](clean, prompt, **options), DECODERS[name](model, prompt, **options)

@@ -47,7 +47,7 @@ import veridec.rules.step as step_module
 from veridec.decoding import check_logits
 from veridec.files import write_text_atomic
 from veridec.models import random_model
-from veridec.models.interface import takes_narrowed_logits
+from veridec.models.interface import takes_narrow_logits
 from veridec.models.shipped import load_model
 from veridec.optimized.fastdllm import generate, generate_with_dual_cache, generate_with_prefix_cache
 from veridec.rules.parallel import symmetrized_dependency
@@ -120,7 +120,7 @@ class TimedModel:
 
     def __init__(self, model):
         self.model, self.seconds = model, 0.0
-        self.narrowable_logits = takes_narrowed_logits(model)  # its forwards pass scored / logit_rows on
+        self.narrow_logits = takes_narrow_logits(model)  # its forwards pass logit_rows on
 
     def __getattr__(self, name):
         return getattr(self.model, name)

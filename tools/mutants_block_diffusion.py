@@ -4,11 +4,11 @@ BD1-BD10; spec/models.md M10; spec/exactness.md EC6, EC7).
 It covers the rule ``veridec.rules.sdar`` (``SDARParams``' validation, the transfer schedule, ``filtered_logits``'
 top-k ties and shifted top-p, ``sample_block``'s greedy lowest id, ``select``'s capped quota, sequential first
 masks, strict dynamic threshold and its quota, static top-n with ``ties`` lowest or torch, ``_entropy_bounded``,
-``published_select``, ``official_overwrites``, ``row_record``'s commits), the plain decoder
+``official_select``, ``official_overwrites``, ``row_record``'s commits), the plain decoder
 ``reference/block_diffusion.py`` (the canvas, the first decoded block, the block-causal forward up to the block's
 end, the step past the schedule, the stop rule), the cached, batched decoder ``optimized/block_diffusion.py`` (the
 layout in whole blocks, ``layout_output``, the prefill, ``decode_block``'s live rows and stops, ``_step``'s per-row
-generators and published writes), the model (``block_causal_bias``, ``cached_block_bias``, ``forward_blocks``'
+generators and the official loop's writes), the model (``block_causal_bias``, ``cached_block_bias``, ``forward_blocks``'
 ``first_real``, ``block_cache``; q/k norms in ``Attention.project``; the SDAR layout's config and tensor names),
 the ``hf-block`` convention (``HFBlockConvention``: slots per cache handle, the mask's columns), the recording of
 block calls (a position shown for the first time is no commit), and the check's side: ``testing.targets``' step
@@ -144,16 +144,16 @@ MUTANTS: list[Mutant] = [
     ),
     # --- veridec/rules/sdar.py: the published behaviour and its defects ----------------------------------------
     Mutant(
-        "bd-published-quota-capped",
+        "bd-official-quota-capped",
         "veridec/rules/sdar.py",
         "    n = params.schedule[step]\n",
         "    n = min(params.schedule[step], int(masked.sum()))\n",
-        "published_select caps the quota at the masks left: the published overwrites of prompt and committed "
+        "official_select caps the quota at the masks left: the published overwrites of prompt and committed "
         "tokens (BD7.3) are no longer reproduced",
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
-        "bd-published-sequential-masked-only",
+        "bd-official-sequential-masked-only",
         "veridec/rules/sdar.py",
         "        chosen[first:first + n] = True\n",
         "        chosen[first:first + n] = masked[first:first + n]\n",
@@ -162,7 +162,7 @@ MUTANTS: list[Mutant] = [
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
-        "bd-published-confidence-unmasked",
+        "bd-official-confidence-unmasked",
         "veridec/rules/sdar.py",
         "        return chosen\n"
         "    confidence = torch.where(masked, x0_p, torch.full_like(x0_p, -math.inf))  # [b]\n",
@@ -297,11 +297,11 @@ MUTANTS: list[Mutant] = [
         "spec/block_diffusion.md BD8.2", (BD,),
     ),
     Mutant(
-        "bd-opt-published-overwrites-guarded",
+        "bd-opt-official-overwrites-guarded",
         "optimized/block_diffusion.py",
         "        return transfer\n",
         "        return transfer & masked\n",
-        "published=True writes only masked positions: the published overwrites of prompt and committed tokens "
+        "the official loop writes only masked positions: the published overwrites of prompt and committed tokens "
         "are not in the canvas, so the published run equals the intended one",
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
@@ -482,7 +482,7 @@ MUTANTS: list[Mutant] = [
         "spec/block_diffusion.md BD9", (CHECK,),
     ),
     Mutant(
-        "bd-published-target-intended",
+        "bd-official-target-intended",
         "testing/targets.py",
         'ties=ties, loop="official", **settings)',
         "ties=ties, **settings)",

@@ -2,9 +2,9 @@
 """A mutation catalogue for veridec's parallel rules inside blocks and the block rows built on them
 (spec/block_diffusion.md BD1, BD8, BD9, BD11; spec/exactness.md E2, E5; spec/parallel.md P1, P11).
 
-It covers the cached, batched decoder ``optimized/block_parallel.py`` (``ParallelRun.decode_block``'s live
+It covers the cached, batched decoder ``optimized/block_parallel.py`` (``Run.decode_block``'s live
 candidates, block bookkeeping, rule memory, recorded logits, store and stops; ``_to_output_positions``) and the
-helpers it reuses from ``optimized/block_diffusion.py`` (``BlockRun.live_rows``, ``layout_output``, ``_step``'s
+helpers it reuses from ``optimized/block_diffusion.py`` (``Run.live_rows``, ``layout_output``, ``_step``'s
 ``record_logits``), the plain decoder ``reference/block_diffusion.py`` (``parallel_generate``'s block-causal
 forward and first block; ``_decode_block``'s recorded logits), the rule's ``check_stops`` and ``row_record``'s
 kept logits, the argument checks ``check_block_rule`` and ``check_sampling``, the exactness table's block rows

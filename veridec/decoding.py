@@ -96,7 +96,7 @@ def has_llada_layout(model) -> bool:
 def is_block_model(model) -> bool:
     """A block-diffusion model (the SDAR layout, spec/block_diffusion.md BD1): its attention is block-causal, so
     it is decoded block by block (BD2-BD11), never as a bidirectional canvas."""
-    return getattr(model, "family", None) == "sdar"
+    return getattr(model, "layout", None) == "sdar"
 
 
 def check_llada_layout(model, decoder: str = "WINO") -> None:

@@ -150,7 +150,7 @@ def _entropy_bounded(masked: torch.Tensor, entropy: torch.Tensor, bound: float, 
     return torch.zeros_like(masked).index_fill(0, order[:k], True)
 
 
-def published_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, step: int) -> torch.Tensor:
+def official_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, step: int) -> torch.Tensor:
     """BD10: the published selection at schedule step ``step``, defects included: the quota uncapped,
     ``sequential`` the range [first mask, first + n) whatever it holds, the others ``torch.topk`` over confidences
     that are -inf off the masks (so an over-quota step picks unmasked positions). Raises IndexError past the
