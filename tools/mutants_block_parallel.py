@@ -352,10 +352,11 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rec-dynamic-logits-not-kept",
         "veridec/recording.py",
-        "        output = self.model.forward_dynamic(tokens, positions, cache, **options)\n"
-        "        if self.keep_logits:\n"
-        "            self.calls[-1].logits = output.logits.detach().cpu()\n",
-        "        output = self.model.forward_dynamic(tokens, positions, cache, **options)\n",
+        "        return self._log_positioned(\"block\", tokens, positions, True,\n"
+        "                                    lambda: self.model.forward_dynamic(tokens, positions, cache, **options))\n",
+        "        self._count()\n"
+        "        self.calls.append(Call(\"block\", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), True))\n"
+        "        return self.model.forward_dynamic(tokens, positions, cache, **options)\n",
         "forward_dynamic never keeps its logits: block_logit_errors has no call to measure and tier A reports "
         "no logit error for an hf-block candidate",
         "spec/block_diffusion.md BD9", (RECORDING, CHECK),
