@@ -5,7 +5,7 @@ user's faithful port of the official file does. Fast-dLLM's calling convention; 
     veridec check examples/fastdllm_june2025.py:generate_with_dual_cache --against fastdllm-2025-06 \\
         --convention fastdllm --cache dual --max-batch 1 --no-padding --model tiny-llada
 
-Semantics (spec/fastdllm.md FD1-FD3, FD5, FD6 with ``legacy_loop``, FD9): one canvas row (a batch of two fails
+Semantics (spec/fastdllm.md FD1-FD3, FD5, FD6 with ``loop="june2025"``, FD9): one canvas row (a batch of two fails
 when the prompt is copied in, FD9.5); blocks left to right, each with LLaDA's quota schedule of S = steps /
 blocks entries; a step commits the best candidate and every other at or above ``threshold``, or, without one,
 the schedule's entry for this step, indexed plainly (a block that outlives its schedule raises IndexError,

@@ -11,6 +11,10 @@ row (``generator=[g0, g1, ...]``) its draws are its own too.
 
     from veridec.optimized.block_diffusion import block_diffusion_generate
     decoded = block_diffusion_generate(model, prompt, gen_length=16, block_length=4, attention_mask=attention_mask)
+
+The loop's official details sit in a hook (``BlockLoop``, named by ``loop=``): ``"intended"`` (the default) is
+veridec's decode where the published code fails or overwrites (BD6); ``"official"`` (``OfficialBlockLoop``) is the
+published code's behaviour, defects included (BD10).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
+from veridec.canvas import whole_blocks
 from veridec.decoding import check_logits
-from veridec.rules.sdar import SDARParams, published_select, row_record, sample_block, select
-from veridec.trace import Decoded, StepRecord, Trace
+from veridec.checks import check_choice
+from veridec.rules.sdar import SDARParams, official_select, row_record, sample_block, select
+from veridec.trace import IDLE_ROW, Decoded, RowStep, Trace, record_rows
 
 from .compiled import compiled
 
@@ -37,6 +43,64 @@ class Layout:
     length: int  # the batch canvas T
 
 
+class BlockLoop:
+    """Where the block loop may deviate from veridec's (BD5, BD6) to reproduce an official loop; this default
+    deviates nowhere: past its schedule a block takes one more step that commits every mask left, the mask token
+    banned (BD6.2), unless ``after_schedule="leave"`` (BD12); a step commits at most the masks left and writes
+    only them."""
+
+    def check(self, prompt: torch.Tensor, temperature, remasking_strategy) -> None:
+        """Refusals before the settings are checked and the first forward is run (none)."""
+
+    def keeps_masks(self, step: int, params: SDARParams) -> bool:
+        """Whether a block ends at ``step`` with its masks left: past its schedule under after_schedule="leave"."""
+        return params.after_schedule == "leave" and step >= params.denoising_steps
+
+    def banned(self, step: int, params: SDARParams, mask_id: int) -> int | None:
+        """The token a draw may not give: the mask token past the schedule (BD6.2)."""
+        return mask_id if step >= params.denoising_steps else None
+
+    def select(self, params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, probs: torch.Tensor,
+               step: int) -> torch.Tensor:
+        """The positions [b] (bool) that commit at ``step``: BD5's selection, every mask past the schedule."""
+        if step >= params.denoising_steps:
+            return masked
+        return select(params, masked, x0_p, probs, params.schedule[step])
+
+    def written(self, transfer: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        """The positions [b] whose draws are written: the selected masks."""
+        return transfer & masked
+
+
+class OfficialBlockLoop(BlockLoop):
+    """The published loop, defects included (BD10): its refusals before the first forward (BD7.1, BD7.2, BD7.5),
+    its selection (``official_select``: the quota uncapped, an IndexError past the schedule), the draws written
+    over unmasked positions too, no mask token banned; ``after_schedule`` has no effect."""
+
+    def check(self, prompt: torch.Tensor, temperature, remasking_strategy) -> None:
+        if prompt.shape[0] != 1:
+            raise RuntimeError("the published canvas has one row (BD7.5)")
+        if temperature == 0:
+            raise RuntimeError("probability tensor contains either inf, nan or element < 0 (temperature 0, BD7.1)")
+        if remasking_strategy == "entropy_bounded":
+            raise RuntimeError("the published entropy_bounded selection is never assigned (BD7.2)")
+
+    def keeps_masks(self, step: int, params: SDARParams) -> bool:
+        return False
+
+    def banned(self, step: int, params: SDARParams, mask_id: int) -> int | None:
+        return None
+
+    def select(self, params, masked, x0_p, probs, step) -> torch.Tensor:
+        return official_select(params, masked, x0_p, step)
+
+    def written(self, transfer: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        return transfer
+
+
+LOOPS = {"intended": BlockLoop(), "official": OfficialBlockLoop()}
+
+
 @torch.no_grad()
 def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = None, gen_length: int = 128,
                              block_length: int = 8, denoising_steps: int = 8, temperature: float = 1.0,
@@ -44,17 +108,18 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
-                             generator=None, published: bool = False, record_logits: bool = False,
+                             generator=None, loop: str = "intended", record_logits: bool = False,
                              after_schedule: str = "commit", compile: bool | dict = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
     padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
-    ``published``: the published code's behaviour, defects included (BD10: one row, overwrites, its exceptions).
+    ``loop``: a name of ``LOOPS``; ``"official"`` is the published code's behaviour, defects included (BD10: one
+    row, overwrites, its exceptions).
     ``record_logits``: the trace keeps the logits at each committed position. ``after_schedule="leave"``: a block
     whose schedule is spent keeps its masks (LLaDA2.0's loop, BD12). ``compile``: True (or torch.compile options)
     runs the block calls compiled, one graph per shape (``veridec.optimized.compiled``); the loop is the same."""
-    if published:
-        _check_published(prompt, temperature, remasking_strategy)
+    check_choice("loop", loop, LOOPS)
+    LOOPS[loop].check(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
     model = compiled(model, compile)
@@ -63,26 +128,16 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     layout = row_layout(prompt, attention_mask, params, model.max_length)
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = BlockRun(model, params, layout, x, mask_id, trace, generators, published, record_logits)
+    run = Run(model, params, layout, x, mask_id, trace, generators, LOOPS[loop], record_logits)
     return run.decode(prompt)
 
 
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, ties: str = "lowest",
-             generator=None, published: bool = False, record_logits: bool = False, **settings) -> Decoded:
+             generator=None, loop: str = "intended", record_logits: bool = False, **settings) -> Decoded:
     """``block_diffusion_generate`` in veridec's calling order (model, prompt, attention_mask, settings by name),
     as the other decoders: what ``veridec check --against sdar`` and its reproducers run."""
     return block_diffusion_generate(model, prompt, attention_mask=attention_mask, ties=ties, generator=generator,
-                                    published=published, record_logits=record_logits, **settings)
-
-
-def _check_published(prompt: torch.Tensor, temperature: float, strategy: str) -> None:
-    """BD10: where the published code raises before its first selection (BD7.1, BD7.2, BD7.5)."""
-    if prompt.shape[0] != 1:
-        raise RuntimeError("the published canvas has one row (BD7.5)")
-    if temperature == 0:
-        raise RuntimeError("probability tensor contains either inf, nan or element < 0 (temperature 0, BD7.1)")
-    if strategy == "entropy_bounded":
-        raise RuntimeError("the published entropy_bounded selection is never assigned (BD7.2)")
+                                    loop=loop, record_logits=record_logits, **settings)
 
 
 def row_generators(generator, batch: int) -> list:
@@ -108,7 +163,7 @@ def row_layout(prompt: torch.Tensor, attention_mask, params: SDARParams, max_len
     full = [len(p) // b for p in prompts]  # whole prompt blocks per row
     first = max(full)
     shift = [(first - f) * b for f in full]
-    ends = [s + -(-(len(p) + params.gen_length) // b) * b for s, p in zip(shift, prompts)]
+    ends = [s + whole_blocks(len(p) + params.gen_length, b) for s, p in zip(shift, prompts)]
     if max(e - s for e, s in zip(ends, shift)) > max_length:
         raise ValueError(f"prompt + gen_length {params.gen_length}, rounded up to whole blocks of {b}, exceeds the "
                          f"model's max_length {max_length}")
@@ -133,12 +188,13 @@ def layout_output(x: torch.Tensor, layout: Layout, prompt: torch.Tensor, mask_id
     return out
 
 
-class BlockRun:
+class Run:
     """One batched decode: the canvas, the block cache, and per row whether it has stopped."""
 
-    def __init__(self, model, params, layout, x, mask_id, trace, generators, published=False, record_logits=False):
+    def __init__(self, model, params, layout, x, mask_id, trace, generators, loop: BlockLoop = LOOPS["intended"],
+                 record_logits=False):
         self.model, self.params, self.layout, self.x, self.mask_id = model, params, layout, x, mask_id
-        self.trace, self.generators, self.published = trace, generators, published
+        self.trace, self.generators, self.loop = trace, generators, loop
         self.record_logits = record_logits
         batch = x.shape[0]
         self.offset = [prompt_pad - shift for prompt_pad, shift in zip(
@@ -178,12 +234,11 @@ class BlockRun:
         if not live.any():
             return False
         step = 0
-        leave = self.params.after_schedule == "leave" and not self.published
         while (masked := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():
-            if leave and step >= self.params.denoising_steps:  # BD12: the block keeps its masks
+            if self.loop.keeps_masks(step, self.params):  # BD12
                 break
             logits = self.forward(start, b, store=False)  # [B, b, V]
-            check_logits(logits, self.trace, offset=start)
+            check_logits(logits, self.trace.progress, offset=start)
             self._step(block, step, masked, logits)
             step += 1
         self.forward(start, b, store=True)
@@ -206,23 +261,17 @@ class BlockRun:
     def _step(self, block: int, step: int, masked: torch.Tensor, logits: torch.Tensor) -> None:
         """One denoising step of the rows with masks left in the block (each draws from its own generator)."""
         start = block * self.params.block_length
-        records = []
-        for row in range(self.x.shape[0]):
-            if not masked[row].any():
-                records.append(([], [], [], [], float("inf"), []))
-                continue
-            past = step >= self.params.denoising_steps and not self.published
-            x0, x0_p, probs = sample_block(logits[row], self.params.temperature, self.params.top_k,
-                                           self.params.top_p, self.generators[row], self.mask_id if past else None)
-            if self.published:  # BD10: overwrites included, past the schedule an IndexError
-                transfer = published_select(self.params, masked[row], x0_p, step)
-            else:
-                transfer = masked[row] if past else select(self.params, masked[row], x0_p, probs,
-                                                           self.params.schedule[step])
-            records.append(row_record(masked[row], transfer, x0, x0_p, logits[row], start + self.offset[row],
-                                      self.mask_id, self.record_logits))
-            span = slice(start, start + len(x0))
-            written = transfer if self.published else transfer & masked[row]
-            self.x[row, span] = torch.where(written, x0, self.x[row, span])
-        *fields, kept = map(list, zip(*records))
-        self.trace.steps.append(StepRecord(block, *fields, kept if self.record_logits else None))
+        rows = [self._row_step(row, step, start, masked[row], logits[row]) if masked[row].any() else IDLE_ROW
+                for row in range(self.x.shape[0])]
+        record_rows(self.trace, block, rows, self.record_logits)
+
+    def _row_step(self, row: int, step: int, start: int, masked: torch.Tensor, logits: torch.Tensor) -> RowStep:
+        """Row ``row``'s draw, selection and writes in the block at ``start`` (masked [b], logits [b, V])."""
+        x0, x0_p, probs = sample_block(logits, self.params.temperature, self.params.top_k, self.params.top_p,
+                                       self.generators[row], self.loop.banned(step, self.params, self.mask_id))
+        transfer = self.loop.select(self.params, masked, x0_p, probs, step)
+        record = row_record(masked, transfer, x0, x0_p, logits, start + self.offset[row], self.mask_id,
+                            self.record_logits)
+        span = slice(start, start + len(x0))
+        self.x[row, span] = torch.where(self.loop.written(transfer, masked), x0, self.x[row, span])
+        return record

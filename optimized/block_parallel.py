@@ -19,7 +19,8 @@ from veridec.rules.sdar import SDARParams
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
 
-from .block_diffusion import BlockRun, layout_canvas, row_layout
+from . import block_diffusion
+from .block_diffusion import layout_canvas, row_layout
 from .compiled import compiled
 
 
@@ -45,12 +46,13 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt.shape[1],
                   x.shape[0])
     sampling = dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator)
-    run = ParallelRun(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
+    run = Run(model, params, layout, x, mask_id, trace, rule, sampling, record_logits)
     return run.decode(prompt)
 
 
-class ParallelRun(BlockRun):
-    """BlockRun whose blocks are decoded by a parallel rule; ``state``: the rule's memory over the canvas."""
+class Run(block_diffusion.Run):
+    """``block_diffusion.Run`` whose blocks are decoded by a parallel rule; ``state``: the rule's memory over the
+    canvas."""
 
     def __init__(self, model, params, layout, x, mask_id, trace, rule, sampling: dict, record_logits: bool):
         super().__init__(model, params, layout, x, mask_id, trace, [sampling["generator"]] * x.shape[0],
@@ -72,18 +74,14 @@ class ParallelRun(BlockRun):
         while (candidates := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():  # [B, b]
             check_progress(step, block, budget, self.trace)
             logits = self.forward(start, b, store=False)  # [B, b, V]
-            check_logits(logits, self.trace, where=candidates, offset=start)
+            check_logits(logits, self.trace.progress, where=candidates, offset=start)
             result = parallel_step(self.rule, logits, self.x[:, start:end], candidates, **self.sampling,
                                    offset=start, block_step=step, block_masks_at_start=at_start,
                                    block_masks=candidates.sum(dim=1), block_length=b, state=self.state)
             record_step(self.trace, block, self.x[:, start:end], result.x, self.mask_id, result.confidence,
-                        result.choice_logits, result.order, self.record_logits, offset=start)
-            self._to_output_positions(self.trace.steps[-1])
+                        result.choice_logits, result.order, self.record_logits,
+                        offset=[start + shift for shift in self.offset])  # in the output's layout
             self.x[:, start:end], step = result.x, step + 1
         self.forward(start, b, store=True)
         self.update_stops(live, end)
         return True
-
-    def _to_output_positions(self, record) -> None:
-        """A step's positions from the batch canvas to the output's layout (each row's own padding)."""
-        record.positions = [[p + shift for p in row] for row, shift in zip(record.positions, self.offset)]

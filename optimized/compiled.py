@@ -33,7 +33,7 @@ import weakref
 
 import torch
 
-from veridec.models.interface import PredictorOutput, takes_narrowed_logits
+from veridec.models.interface import PredictorOutput, takes_narrow_logits
 from veridec.models.transformer import KVCache
 
 DEFAULT_OPTIONS = {"backend": "inductor", "mode": "reduce-overhead"}
@@ -85,7 +85,7 @@ class CompiledModel:
         self._core = copy.copy(model)  # shares the parameters and modules; only its core is swapped
         self._core.raw_forward = self._raw_forward
         self._caches: dict[tuple[int, int], KVCache] = {}
-        self.narrowable_logits = takes_narrowed_logits(model)  # it passes scored / logit_rows on (M5.1)
+        self.narrow_logits = takes_narrow_logits(model)  # it passes logit_rows on (M5.1)
 
     def __getattr__(self, name):
         return getattr(self.model, name)
@@ -94,10 +94,10 @@ class CompiledModel:
         return self._core(x, attention_mask, **kwargs)
 
     def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False,
-                scored: slice | None = None):
+                logit_rows: slice | None = None):
         """The model's prefill into the static cache of this canvas shape (refilled in place)."""
         return self._core.prefill(x, attention_mask, cache=self.static_cache(*x.shape) if cache is None else cache,
-                                  output_attentions=output_attentions, scored=scored)
+                                  output_attentions=output_attentions, logit_rows=logit_rows)
 
     def forward_cached(self, tokens, positions, cache: KVCache, logit_rows: torch.Tensor | None = None,
                        **kwargs) -> PredictorOutput:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_choice
+from veridec.canvas import whole_blocks
 from veridec.decoding import DecodeStalled, check_llada_layout, check_logits
-from veridec.events import Event, EventDecoded
-from veridec.rules.common import check_choice
-from veridec.rules.editing import EditParams, block_causal_bias, edit_step
+from veridec.events import EventDecoded, step_events
+from veridec.models.transformer import block_causal_bias
+from veridec.rules.editing import EditParams, edit_step
 from veridec.rules.wino import check_prompt
-from veridec.trace import Counters, Trace
+from veridec.trace import Counters, Progress
 
 CACHES = ("none", "block")
 
@@ -41,12 +43,11 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     check_prompt(prompt)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     rows, prompt_len = prompt.shape
-    length = -(-(prompt_len + max_new_tokens) // block_size) * block_size
+    length = whole_blocks(prompt_len + max_new_tokens, block_size)
     canvas = torch.full((rows, length), mask_id, dtype=torch.long, device=prompt.device)  # [R, L]
     canvas[:, :prompt_len] = prompt
-    run = _Run(model, canvas, params, mask_id, generator, 4 * block_size + max_post_steps
-               if max_forwards is None else max_forwards, cache,
-               Trace("editing", {**params.__dict__, "mask_id": mask_id}, prompt_len, rows))
+    run = Run(model, canvas, params, mask_id, generator, 4 * block_size + max_post_steps
+               if max_forwards is None else max_forwards, cache)
     for block in range(prompt_len // block_size, length // block_size):
         run.decode_block(block, prompt_len)
         if eos_early_stop:
@@ -56,11 +57,11 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     return run.partial()
 
 
-class _Run:
-    def __init__(self, model, canvas, params, mask_id, generator, limit, cache, trace):
+class Run:
+    def __init__(self, model, canvas, params, mask_id, generator, limit, cache):
         rows, length = canvas.shape
         self.model, self.canvas, self.params, self.mask_id = model, canvas, params, mask_id
-        self.generator, self.limit, self.trace = generator, limit, trace
+        self.generator, self.limit = generator, limit
         self.bias = block_causal_bias(length, params.block_size, device=canvas.device)  # [L, L]
         self.positions = torch.arange(length, device=canvas.device)  # [L]
         self.alive = list(range(rows))  # rows still decoding, in the cache's row order
@@ -68,6 +69,11 @@ class _Run:
         self.held = torch.full_like(canvas, -1)  # [R, L] the token whose K/V the cache holds (-1: none)
         self.events, self.margins = [], [[] for _ in range(rows)]
         self.counters = Counters()
+
+    @property
+    def progress(self) -> Progress:
+        """The batch's steps (its longest row's) and model calls, as check_logits names them."""
+        return Progress(max(map(len, self.margins)), self.counters.model_calls)
 
     def partial(self) -> EventDecoded:
         """The decode so far (all of it once every block has run)."""
@@ -119,7 +125,7 @@ class _Run:
             out = self.model.raw_forward(self.canvas[steps, :end], self.positions[:end].expand(len(steps), -1),
                                          attn_bias=self.bias[None, None, :end, :end]).logits  # [S, end, V]
             self.counters.add_forward(rows=len(steps), queries=end)
-            check_logits(out, self.trace)
+            check_logits(out, self.progress)
             return {row: out[i, start:] for i, row in enumerate(steps)}
         first = self._first_stale(start)
         window = self.canvas[self.alive, first:end]  # [A, W]
@@ -128,7 +134,7 @@ class _Run:
                                      slots=slots).logits  # [A, W, V]
         self.held[self.alive, first:end] = window
         self.counters.add_forward(rows=len(self.alive), queries=end - first, full=first == 0)
-        check_logits(out, self.trace)
+        check_logits(out, self.progress)
         return {row: out[self.alive.index(row), start - first:] for row in steps}
 
     def _first_stale(self, start: int) -> int:
@@ -139,8 +145,6 @@ class _Run:
         return int(stale.nonzero()[0, 0]) // self.params.block_size * self.params.block_size
 
     def _record(self, row: int, step, start: int) -> None:
-        index, mask = len(self.margins[row]), self.mask_id
-        self.events += [Event("commit", index, row, start + i, mask, token, q) for i, token, q in step.commits]
-        self.events += [Event("revoke" if new == mask else "edit", index, row, start + i, old, new, q)
-                        for i, old, new, q in step.edits]
+        self.events += step_events(len(self.margins[row]), row, self.mask_id, step.commits, edits=step.edits,
+                                   offset=start)
         self.margins[row].append(step.margin)

@@ -18,10 +18,10 @@ from typing import NamedTuple
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.checks import check_choice, check_flag
 from veridec.decoding import (check_decode_args, check_model_supports, check_progress, check_step_logits, decode_params,
                               step_budget)
-from veridec.models.interface import scoring_queries, takes_narrowed_logits
-from veridec.rules.common import check_choice
+from veridec.models.interface import scoring_queries, takes_narrow_logits
 from veridec.rules.parallel import new_state, symmetrized_dependency
 from veridec.rules.step import parallel_step
 from veridec.trace import Decoded, Trace, record_step
@@ -60,7 +60,7 @@ class Window(NamedTuple):
 
 
 @dataclass
-class Decoding:
+class Run:
     """What every step of one decode shares."""
 
     model: object
@@ -74,7 +74,7 @@ class Decoding:
     sampling: dict  # temperature, remasking, ties, generator
     record_logits: bool
     hook: LoopHook
-    narrow: bool = False  # forwards return only the step's columns (``narrows_logits``)
+    narrow_logits: bool = False  # forwards return only the step's columns (``can_narrow_logits``)
 
     @property
     def needs_attention(self) -> bool:
@@ -97,13 +97,12 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
            generator: torch.Generator | None = None, record_logits: bool = False, name: str | None = None,
            hook: LoopHook | None = None, compile: bool | dict = False, narrow_logits: bool = True) -> Decoded:
     """As ``veridec.reference.parallel.decode`` with a cache policy. ``hook`` reproduces an upstream loop's
-    extra forwards or random draws (``veridec.optimized.fastdllm.UpstreamLoop``). ``compile``: True (or
+    extra forwards or random draws (``veridec.optimized.fastdllm.OfficialLoop``). ``compile``: True (or
     torch.compile options) runs the model's forwards compiled, one graph per shape (``veridec.optimized.compiled``);
     the loop and the rule are the same. ``narrow_logits``: the forwards return only the step's columns, their last
-    layer running those queries alone (``narrows_logits``); False: the whole window's, as the reference and the
+    layer running those queries alone (``can_narrow_logits``); False: the whole window's, as the reference and the
     official code compute them (the same numbers where the kernels are row-wise; ``veridec check`` targets)."""
-    if not isinstance(narrow_logits, bool):
-        raise ValueError(f"narrow_logits must be True or False, got {narrow_logits!r}")
+    check_flag("narrow_logits", narrow_logits)
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)
     check_model_supports(model, rule, cache)
@@ -113,18 +112,18 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     batch, prompt_len = prompt.shape
     trace = Trace(name or f"{rule.name}-{cache}-cache",
                   decode_params(rule, gen_length, block_length, temperature, remasking, mask_id), prompt_len, batch)
-    run = Decoding(model, rule, cache, attention_mask, mask_id, block_length, trace,
+    run = Run(model, rule, cache, attention_mask, mask_id, block_length, trace,
                    new_state(rule, batch, x.shape[1], x.device),
                    dict(temperature=temperature, remasking=remasking, ties=ties, generator=generator), record_logits,
                    hook or LoopHook())
-    run.narrow = narrow_logits and narrows_logits(run)
+    run.narrow_logits = narrow_logits and can_narrow_logits(run)
     for index in range(gen_length // block_length):
         start = prompt_len + index * block_length
         x = decode_block(run, x, Block(index, start, start + block_length))
     return Decoded(x, trace)
 
 
-def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
+def decode_block(run: Run, x: torch.Tensor, block: Block) -> torch.Tensor:
     """A refresh (full forward, filling the cache) and its step, then cached steps until no mask is left."""
     at_start = masks_in(x, block, run.mask_id).sum(dim=1)  # [B]
     before_end = torch.arange(x.shape[1], device=x.device) < block.end  # [L]
@@ -145,20 +144,20 @@ def decode_block(run: Decoding, x: torch.Tensor, block: Block) -> torch.Tensor:
     return x
 
 
-def narrows_logits(run: Decoding) -> bool:
+def can_narrow_logits(run: Run) -> bool:
     """Whether the forwards can return the logits of the step's columns only (``block.first`` to the block's end),
-    their last layer running those queries alone: the model declares that it takes ``scored`` / ``logit_rows``
-    (``takes_narrowed_logits``: veridec's transformer, the compiled wrapper) and the step reads no more (no whole
+    their last layer running those queries alone: the model declares that its forwards take ``logit_rows``
+    (``takes_narrow_logits``: veridec's transformer, the compiled wrapper) and the step reads no more (no whole
     window, no attention)."""
-    return takes_narrowed_logits(run.model) and not (run.reads_whole_window or run.needs_attention)
+    return takes_narrow_logits(run.model) and not (run.reads_whole_window or run.needs_attention)
 
 
-def refresh(run: Decoding, x: torch.Tensor, block: Block):
+def refresh(run: Run, x: torch.Tensor, block: Block):
     """A full forward of the canvas as it is now (prefill: also the K/V cache) -> (logits [B, W, V] of the
-    window's tokens: the whole canvas, or with ``run.narrow`` ``block.first`` to the block's end; attentions,
+    window's tokens: the whole canvas, or with ``run.narrow_logits`` ``block.first`` to the block's end; attentions,
     the window, cache or None)."""
-    window = slice(block.first, block.end) if run.narrow else slice(0, x.shape[1])
-    options = {"scored": window} if run.narrow else {}
+    window = slice(block.first, block.end) if run.narrow_logits else slice(0, x.shape[1])
+    options = {"logit_rows": window} if run.narrow_logits else {}
     if run.needs_attention:
         options["output_attentions"] = True
     if run.cache == "none":
@@ -170,14 +169,14 @@ def refresh(run: Decoding, x: torch.Tensor, block: Block):
     return out.logits, out.attentions, Window(window.start, query, query), kv
 
 
-def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
+def cached_forward(run: Run, x: torch.Tensor, block: Block, kv):
     """Queries over the block (dual) or everything from it (prefix) against the cache, their K/V rewritten
     -> (logits [B, W, V] of tokens block.start.., attentions, their window)."""
     shift = run.model.logit_shift
     end = block.end if run.cache == "dual" else x.shape[1]
     fed = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
     width = block.end - block.start  # the block's queries: the only rows a narrowed step reads
-    narrow = run.narrow and fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)
+    narrow = run.narrow_logits and fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)
     options = {"logit_rows": torch.arange(width, device=x.device)} if narrow else {}
     out = run.model.forward_cached(x[:, block.start - shift:end], fed, kv, output_attentions=run.needs_attention,
                                    check=False, **options)  # fed is the block geometry: no host read
@@ -188,7 +187,7 @@ def cached_forward(run: Decoding, x: torch.Tensor, block: Block, kv):
     return logits, out.attentions, Window(block.start, rows, rows + block.start - shift)
 
 
-def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
+def take_step(run: Run, x: torch.Tensor, block: Block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
               attentions, window: Window) -> torch.Tensor:
     """The rule's step on the window's logits; records it and returns the new canvas [B, L].
 
@@ -212,7 +211,7 @@ def take_step(run: Decoding, x: torch.Tensor, block: Block, step: int, at_start:
                            block_step=step, block_masks_at_start=at_start,
                            block_masks=masks_in(x, block, run.mask_id).sum(dim=1), block_length=run.block_length,
                            dependency=dependency, state=run.state)
-    check_step_logits(logits, result.view.token_probs, candidates, run.trace, offset=offset)
+    check_step_logits(logits, result.view.token_probs, candidates, run.trace.progress, offset=offset)
     record_step(run.trace, block.index, tokens, result.x, run.mask_id, result.confidence, result.choice_logits,
                 result.order, run.record_logits, offset=offset)
     return torch.cat([x[:, :span.start], result.x, x[:, span.stop:]], dim=1)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.checks import check_choice, check_range
 from veridec.decoding import (check_decode_args, check_progress, check_rule, check_step_logits, decode_params,
                               step_budget)
-from veridec.rules.common import check_choice, check_range
 from veridec.rules.drafts import DraftTree
 from veridec.rules.parallel import DAPD, KLASS, Threshold
 from veridec.rules.step import parallel_step, step_view
@@ -59,7 +59,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
                   {**decode_params(rule, gen_length, block_length, 0.0, "low_confidence", mask_id),
                    "cache": cache, "width": width, "depth": depth, "alternatives": alternatives,
                    "lookahead": lookahead, "lookahead_threshold": lookahead_threshold}, prompt.shape[1], 1)
-    run = _Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits,
+    run = Run(model, rule, cache, tree, x, attention_mask, mask_id, trace, record_logits,
                lookahead * block_length, lookahead_threshold)
     for block in range(gen_length // block_length):
         run.block(block, prompt.shape[1] + block * block_length, prompt.shape[1] + (block + 1) * block_length)
@@ -87,7 +87,7 @@ def check_arguments(rule, cache: str, tree: DraftTree, gen_length: int, block_le
 
 
 @dataclass
-class _Run:
+class Run:
     """One decode's state; ``block`` runs R's loop for one block with speculation."""
 
     model: object
@@ -144,7 +144,7 @@ class _Run:
         positions = torch.arange(offset, offset + window.shape[1], device=window.device)
         candidates = (window == self.mask_id) & (positions < end)[None]
         result = parallel_step(self.rule, logits, window, candidates)
-        check_step_logits(logits, result.view.token_probs, candidates, self.trace, offset=offset)
+        check_step_logits(logits, result.view.token_probs, candidates, self.trace.progress, offset=offset)
         after = self.x.clone()
         after[:, offset:offset + window.shape[1]] = result.x
 

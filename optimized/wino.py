@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
+from veridec.checks import check_choice
 from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
-from veridec.rules.common import check_choice
 from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
                                 forward_layout, wino_step)
-from veridec.trace import Counters, Trace
+from veridec.trace import Counters, Progress
 
 CACHES = ("none", "prefix")
 
@@ -40,47 +40,50 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
     canvas = torch.full((rows, prompt_len + gen_length + width), mask_id, dtype=torch.long,
                         device=prompt.device)  # [R, N]
     canvas[:, :prompt_len] = prompt
-    state = _State(canvas, [], [[] for _ in range(rows)], Counters(),
-                   Trace("wino", {**params.__dict__, "mask_id": mask_id}, prompt_len, rows))
+    run = Run(canvas, [], [[] for _ in range(rows)], Counters())
     for block in range(params.num_blocks):
-        _decode_block(model, state, block, prompt_len, params, mask_id, cache, generator)
-    forwards = [len(m) for m in state.margins]
-    return EventDecoded(state.canvas[:, : prompt_len + gen_length], state.events, forwards, state.margins,
-                        state.counters)
+        _decode_block(model, run, block, prompt_len, params, mask_id, cache, generator)
+    forwards = [len(m) for m in run.margins]
+    return EventDecoded(run.canvas[:, : prompt_len + gen_length], run.events, forwards, run.margins,
+                        run.counters)
 
 
 @dataclass
-class _State:
+class Run:
     canvas: torch.Tensor  # [R, N]
     events: list
     margins: list[list[float]]
     counters: Counters
-    trace: Trace  # names the decode in check_logits' message
+
+    @property
+    def progress(self) -> Progress:
+        """The batch's steps (its longest row's) and model calls, as check_logits names them."""
+        return Progress(max(map(len, self.margins)), self.counters.model_calls)
 
 
-def _decode_block(model, state, block, prompt_len, params, mask_id, cache, generator):
-    width, rows = params.block_length, state.canvas.shape[0]
+def _decode_block(model, run, block, prompt_len, params, mask_id, cache, generator):
+    width, rows = params.block_length, run.canvas.shape[0]
     start = prompt_len + block * width
-    positions, bias = forward_layout(prompt_len, params, block, state.canvas.device)  # [N], [N, N]
-    candidates = state.canvas == mask_id  # [R, N]
+    positions, bias = forward_layout(prompt_len, params, block, run.canvas.device)  # [N], [N, N]
+    candidates = run.canvas == mask_id  # [R, N]
     candidates[:, start + width:] = False
-    verified = torch.zeros(rows, width, dtype=torch.bool, device=state.canvas.device)  # [R, B]
+    verified = torch.zeros(rows, width, dtype=torch.bool, device=run.canvas.device)  # [R, B]
     last, bounds, taken = [FIRST_LAST] * rows, candidates.sum(dim=1).tolist(), [0] * rows
     first = int(candidates.any(dim=0).nonzero()[0, 0])  # the block's first candidate in any row, <= start
-    forward = _Forward(model, positions, bias, first, cache, state.counters)
+    forward = _Forward(model, positions, bias, first, cache, run.counters)
     while candidates.any():
         active = candidates.any(dim=1).nonzero()[:, 0].tolist()
-        logits = forward(state.canvas, active)  # [R, N, V], rows outside ``active`` unused
-        check_logits(logits[active], state.trace)
+        logits = forward(run.canvas, active)  # [R, N, V], rows outside ``active`` unused
+        check_logits(logits[active], run.progress)
         for row in active:
             check_block_bound(taken[row], bounds[row], row, block)
             taken[row] += 1
-            step = wino_step(logits[row], state.canvas[row], candidates[row], verified[row], last[row], start=start,
+            step = wino_step(logits[row], run.canvas[row], candidates[row], verified[row], last[row], start=start,
                              params=params, mask_id=mask_id, generator=generator)
-            state.events += step_events(len(state.margins[row]), row, mask_id, step.commits, step.revokes)
-            state.canvas[row], candidates[row], verified[row], last[row] = (step.canvas, step.candidates,
+            run.events += step_events(len(run.margins[row]), row, mask_id, step.commits, step.revokes)
+            run.canvas[row], candidates[row], verified[row], last[row] = (step.canvas, step.candidates,
                                                                             step.verified, step.last)
-            state.margins[row].append(step.margin)
+            run.margins[row].append(step.margin)
 
 
 class _Forward:

@@ -1,7 +1,7 @@
 """Random joint distributions for the theorem checks (numpy, no hypothesis needed): [N, V, ..., V] float64.
 
 Kinds, mixed evenly by ``random_joints``: Dirichlet draws (diffuse to peaked), peaked joints (a point mass
-on a random x* mixed with noise: certificates often hold), flip families (mass only on x* and its single-
+on a random x* mixed with noise: certificates often hold), flip joints (mass only on x* and its single-
 coordinate flips: the adversarial placement behind T2's tightness, near the certificate boundary), products
 of marginals (p = q) and degenerate joints (point masses, uniform)."""
 
@@ -23,7 +23,7 @@ def random_joints(rng: np.random.Generator, count: int, symbols: int, length: in
         weight = rng.uniform(0.5, 1.0, size=(count, 1))
         flat = (1 - weight) * flat + weight * _one_hot(rng.integers(size, size=count), size)
     elif kind == "flips":
-        flat = _flip_family(rng, count, symbols, length)
+        flat = _flip_joints(rng, count, symbols, length)
     elif kind == "product":
         marginals = rng.dirichlet(np.full(symbols, 0.7), size=(count, length))  # [N, n, V]
         flat = marginals[:, 0]
@@ -44,7 +44,7 @@ def _one_hot(index: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def _flip_family(rng, count: int, symbols: int, length: int) -> np.ndarray:
+def _flip_joints(rng, count: int, symbols: int, length: int) -> np.ndarray:
     """p(x*) = 1 - sum(delta), p(flip_k(x*)) = delta_k, total flip mass around 1/(n+1) (the boundary)."""
     stars = rng.integers(symbols, size=(count, length))  # [N, n]
     powers = symbols ** np.arange(length - 1, -1, -1)

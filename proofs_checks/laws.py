@@ -20,6 +20,7 @@ from time import perf_counter
 
 import torch
 
+from ..checks import check_integer
 from ..rules.parallel import Threshold, TopK, new_state
 from ..rules.step import decide
 
@@ -236,13 +237,13 @@ ROUNDING = 1e-12  # float64 sums over at most a few thousand terms
 
 def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symbols: int = 3,
                   gen_length: int = 4, progress: bool = False, on_first_case=None) -> list[dict]:
-    """TD1's table: for each preset and oracle family (random enumerated joints over V^(1 + G), random 4-state
+    """TD1's table: for each preset and oracle kind (random enumerated joints over V^(1 + G), random 4-state
     HMMs), the exact TV and KL(joint || decoder) between the decode's law and the oracle's joint over ``cases``
     oracles, one prompt symbol each. Confidence remasking at ``temperature``: no bound is stated (TD1). Random
     remasking at T = 1 (TD2): the bound, its violations (TV above it by more than ROUNDING) and the tightest
-    slack. Oracles are taken one at a time (oracle i of each family, every decoder), the rows kept as running
+    slack. Oracles are taken one at a time (oracle i of each kind, every decoder), the rows kept as running
     sums, so memory does not grow with ``cases``. ``on_first_case(seconds)``: called with the time the first
-    oracle took (both families, every decoder) when more follow, before any progress is shown; it may raise to
+    oracle took (both kinds, every decoder) when more follow, before any progress is shown; it may raise to
     stop a run that would take too long. ``progress``: a bar on stderr (one step per oracle) with the time
     left."""
     from tqdm import tqdm
@@ -250,26 +251,25 @@ def decoder_table(cases: int = 20, seed: int = 0, temperature: float = 1.0, symb
     from ..oracles import EnumeratedJoint, HMMOracle
     from ..rules.presets import PRESETS
 
-    if not isinstance(cases, int) or isinstance(cases, bool) or cases < 1:
-        raise ValueError(f"cases must be an integer >= 1, got {cases!r}")
-    families = {"enumerated": lambda i: EnumeratedJoint.random(symbols, gen_length + 1, seed=seed + i,
+    check_integer("cases", cases, 1)
+    kinds = {"enumerated": lambda i: EnumeratedJoint.random(symbols, gen_length + 1, seed=seed + i,
                                                                concentration=0.3),
                 "hmm": lambda i: HMMOracle.random(4, symbols, seed=seed + i)}
-    rows = {(family, name, remasking): _Row(name, remasking, family) for family in families
+    rows = {(kind, name, remasking): _Row(name, remasking, kind) for kind in kinds
             for names, remasking in ((TABLE_DECODERS, "confidence"), (RANDOM_ORDER, "random (T = 1)"))
             for name in names}
 
     def one_oracle(i: int) -> None:
         prompt = [i % symbols]
-        for family, make in families.items():
+        for kind, make in kinds.items():
             oracle = make(i)
             joint = joint_law(oracle, prompt, gen_length)
             for name in TABLE_DECODERS:
                 law = decoder_law(oracle, PRESETS[name], prompt, gen_length, temperature)
-                rows[family, name, "confidence"].add(law, joint, None)
+                rows[kind, name, "confidence"].add(law, joint, None)
             for name in RANDOM_ORDER:
                 law, bound = random_order_law(oracle, PRESETS[name], prompt, gen_length)
-                rows[family, name, "random (T = 1)"].add(law, joint, bound)
+                rows[kind, name, "random (T = 1)"].add(law, joint, bound)
 
     start = perf_counter()
     one_oracle(0)
@@ -286,8 +286,8 @@ class _Row:
     """One row of TD1's table as running sums over the oracles (the same numbers as lists reduced at the end:
     maxima, minima, counts, and the TV sum taken in oracle order)."""
 
-    def __init__(self, name: str, remasking: str, family: str):
-        self.name, self.remasking, self.family = name, remasking, family
+    def __init__(self, name: str, remasking: str, kind: str):
+        self.name, self.remasking, self.kind = name, remasking, kind
         self.cases, self.max_tv, self.sum_tv, self.max_kl, self.mass_error = 0, -math.inf, 0.0, -math.inf, -math.inf
         self.max_bound, self.violations, self.tightest_slack = None, None, None
 
@@ -304,7 +304,7 @@ class _Row:
             self.tightest_slack = slack if self.tightest_slack is None else min(self.tightest_slack, slack)
 
     def summary(self) -> dict:
-        return {"decoder": self.name, "remasking": self.remasking, "oracle": self.family, "cases": self.cases,
+        return {"decoder": self.name, "remasking": self.remasking, "oracle": self.kind, "cases": self.cases,
                 "max_tv": self.max_tv, "mean_tv": self.sum_tv / self.cases, "max_kl_joint_to_decoder": self.max_kl,
                 "mass_error": self.mass_error, "max_bound": self.max_bound, "violations": self.violations,
                 "tightest_slack": self.tightest_slack}

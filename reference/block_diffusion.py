@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import torch
 
+from veridec.canvas import whole_blocks
+from veridec.checks import check_integer
 from veridec.decoding import (check_block_rule, check_logits, check_progress, check_sampling, decode_params,
                               step_budget)
 from veridec.rules.parallel import new_state
-from veridec.rules.sdar import SDARParams, check_integer, row_record, sample_block, select
+from veridec.rules.sdar import SDARParams, row_record, sample_block, select
 from veridec.rules.step import parallel_step
-from veridec.trace import Decoded, StepRecord, Trace, record_step
+from veridec.trace import Decoded, Trace, record_rows, record_step
 
 
 @torch.no_grad()
@@ -51,7 +53,7 @@ def one_row_canvas(model, prompt: torch.Tensor, gen_length: int, block_length: i
     if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be one row [1, P] with P >= 1 (the optimized decoder takes batches), got "
                          f"{tuple(prompt.shape)}")
-    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length
+    length = whole_blocks(prompt.shape[1] + gen_length, block_length)
     if length > model.max_length:
         raise ValueError(f"prompt {prompt.shape[1]} + gen_length {gen_length}, rounded up to whole blocks of "
                          f"{block_length}, exceeds the model's max_length {model.max_length}")
@@ -73,14 +75,12 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
             break
         logits = model(x[:, :end], block_size=b).logits[:, start:]  # [1, b, V]
         trace.counters.add_forward(rows=1, queries=end)
-        check_logits(logits, trace, offset=start)
+        check_logits(logits, trace.progress, offset=start)
         x0, x0_p, probs = sample_block(logits[0], params.temperature, params.top_k, params.top_p, generator,
                                        banned=mask_id if past else None)
         transfer = masked if past else select(params, masked, x0_p, probs, params.schedule[step])
-        positions, tokens, confidences, margins, gap, kept = row_record(masked, transfer, x0, x0_p, logits[0],
-                                                                        start, mask_id, record_logits)
-        trace.steps.append(StepRecord(block, [positions], [tokens], [confidences], [margins], [gap],
-                                      [kept] if record_logits else None))
+        row = row_record(masked, transfer, x0, x0_p, logits[0], start, mask_id, record_logits)
+        record_rows(trace, block, [row], record_logits)
         x[0, start:end] = torch.where(transfer & masked, x0, x[0, start:end])
         step += 1
 
@@ -116,7 +116,7 @@ def parallel_generate(model, prompt: torch.Tensor, *, rule, gen_length: int = 12
             check_progress(step, block, budget, trace)
             logits = model(x[:, :end], block_size=block_length).logits[:, start:]  # [1, b, V]
             trace.counters.add_forward(rows=1, queries=end)
-            check_logits(logits, trace, where=candidates, offset=start)
+            check_logits(logits, trace.progress, where=candidates, offset=start)
             result = parallel_step(rule, logits, x[:, start:end], candidates, **sampling, offset=start,
                                    block_step=step, block_masks_at_start=at_start, block_masks=candidates.sum(dim=1),
                                    block_length=block_length, state=state)

@@ -46,7 +46,7 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     while _continues(step, x, mask_id, params):
         logits = logits_hook(step, x, model(x, attention_mask=attention_mask).logits)
         trace.counters.add_forward(rows=batch, queries=total)
-        check_logits(logits, trace)
+        check_logits(logits, trace.progress)
         result = dream_step(logits, x, step=step, timesteps=timesteps, params=params, mask_id=mask_id,
                             generator=generator)
         new_x = tokens_hook(step, result.x, logits)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from veridec.canvas import whole_blocks
 from veridec.decoding import DecodeStalled, check_llada_layout, check_logits
-from veridec.events import Event, EventDecoded
-from veridec.rules.editing import EditParams, block_causal_bias, edit_step
+from veridec.events import EventDecoded, step_events
+from veridec.models.transformer import block_causal_bias
+from veridec.rules.editing import EditParams, edit_step
 from veridec.rules.wino import check_prompt
-from veridec.trace import Counters, Trace
+from veridec.trace import Counters, Progress
 
 
 @torch.no_grad()
@@ -35,13 +37,12 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
     mask_id = model.special.mask_id if mask_id is None else mask_id
     limit = 4 * block_size + max_post_steps if max_forwards is None else max_forwards
     prompt_len = prompt.shape[1]
-    length = -(-(prompt_len + max_new_tokens) // block_size) * block_size
+    length = whole_blocks(prompt_len + max_new_tokens, block_size)
     canvas = torch.full((length,), mask_id, dtype=torch.long, device=prompt.device)  # [L]
     canvas[:prompt_len] = prompt[0]
     bias = block_causal_bias(length, block_size, device=prompt.device)  # [L, L]
     positions = torch.arange(length, device=prompt.device)  # [L]
-    run = _Run(model, canvas, bias, positions, params, mask_id, generator, limit,
-               Trace("editing", {**params.__dict__, "mask_id": mask_id}, prompt_len, 1))
+    run = Run(model, canvas, bias, positions, params, mask_id, generator, limit)
     for block in range(prompt_len // block_size, length // block_size):
         run.decode_block(block, prompt_len)
         if eos_early_stop and _ended(run.canvas[prompt_len: (block + 1) * block_size], mask_id, model.special.eos_id):
@@ -54,15 +55,15 @@ def _ended(generated: torch.Tensor, mask_id: int, eos_id: int | None) -> bool:
     return eos_id is not None and not bool((generated == mask_id).any()) and bool((generated == eos_id).any())
 
 
-class _Run:
-    def __init__(self, model, canvas, bias, positions, params, mask_id, generator, limit, trace):
+class Run:
+    def __init__(self, model, canvas, bias, positions, params, mask_id, generator, limit):
         self.model, self.canvas, self.bias, self.positions = model, canvas, bias, positions
-        self.params, self.mask_id, self.generator, self.limit, self.trace = params, mask_id, generator, limit, trace
-        self.events, self.margins, self.forwards, self.counters = [], [], 0, Counters()
+        self.params, self.mask_id, self.generator, self.limit = params, mask_id, generator, limit
+        self.events, self.margins, self.counters = [], [], Counters()
 
     def partial(self) -> EventDecoded:
         """The decode so far (all of it once every block has run)."""
-        return EventDecoded(self.canvas[None], self.events, [self.forwards], [self.margins], self.counters)
+        return EventDecoded(self.canvas[None], self.events, [len(self.margins)], [self.margins], self.counters)
 
     def decode_block(self, block: int, prompt_len: int) -> None:
         """ED5: steps until the block has no mask and a step edits nothing, or post steps run out."""
@@ -92,13 +93,9 @@ class _Run:
         logits = self.model.raw_forward(window, self.positions[:end][None],
                                         attn_bias=self.bias[:end, :end][None, None]).logits[0]  # [w, V]
         self.counters.add_forward(rows=1, queries=end)
-        check_logits(logits[None], self.trace)
+        check_logits(logits[None], Progress(len(self.margins), self.counters.model_calls))
         return logits
 
     def _record(self, step, start: int) -> None:
-        index, mask = self.forwards, self.mask_id
-        self.events += [Event("commit", index, 0, start + i, mask, token, q) for i, token, q in step.commits]
-        self.events += [Event("revoke" if new == mask else "edit", index, 0, start + i, old, new, q)
-                        for i, old, new, q in step.edits]
+        self.events += step_events(len(self.margins), 0, self.mask_id, step.commits, edits=step.edits, offset=start)
         self.margins.append(step.margin)
-        self.forwards += 1

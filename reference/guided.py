@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from veridec.canvas import initial_canvas
+from veridec.checks import check_range
 from veridec.decoding import check_logits, check_rule
 from veridec.guidance.guide import Guide, GuidanceParams, guidance_vector
 from veridec.guidance.sampling import sample_token, slot_confidence
-from veridec.rules.common import check_range
 from veridec.trace import Decoded, Trace, record_step
 
 from .parallel import decode as parallel_decode
@@ -43,10 +43,10 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
         trace.counters.add_forward(rows=batch, queries=x.shape[1])
         response = x[:, prompt_len:]
         masked = response == mask_id
-        check_logits(logits, trace, offset=prompt_len)
+        check_logits(logits, trace.progress, offset=prompt_len)
         if guidance is not None:
             logits = logits + guidance_vector(bound, logits, response, masked, guidance, generator, trace.counters)
-            check_logits(logits, trace, offset=prompt_len, what="the guided logits")
+            check_logits(logits, trace.progress, offset=prompt_len, what="the guided logits")
         after, confidence, order = guided_step(logits, response, masked, mask_id, temperature, top_p, generator)
         record_step(trace, 0, response, after, mask_id, confidence, logits, order, offset=prompt_len)
         x = torch.cat([x[:, :prompt_len], after], dim=1)

@@ -39,7 +39,8 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
         schedule = transfer_schedule((x[:, start: start + block_length] == mask_id).sum(dim=1), params)
         for step in range(schedule.shape[1]):
             logits = _logits(model, x, attention_mask, prompt_index, cfg_scale, mask_id, trace)
-            check_logits(logits, trace, what="the logits" + (" after classifier-free guidance" if cfg_scale else ""))
+            check_logits(logits, trace.progress,
+                         what="the logits" + (" after classifier-free guidance" if cfg_scale else ""))
             result = llada_step(logits, x, block_end=start + block_length, num_transfer=schedule[:, step],
                                 params=params, special=model.special, mask_id=mask_id, generator=generator)
             record_step(trace, block, x, result.x, mask_id, result.confidence, result.choice_logits, result.order,

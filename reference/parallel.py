@@ -53,10 +53,10 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
             dependency = symmetrized_dependency(out.attentions, rule, query, query) if needs_attention else None
             live = (x[:, start:end] == mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
             candidates = (x == mask_id) & (positions < end)[None] & live  # [B, L]
-            check_logits(out.logits, trace, where=candidates)  # where the step acts (SQ0.6)
+            check_logits(out.logits, trace.progress, where=candidates)  # where the step acts (SQ0.6)
             logits = out.logits if guide is None else guide(x, out.logits, trace.counters)
             if guide is not None:
-                check_logits(logits, trace, what="the guided logits", where=candidates)
+                check_logits(logits, trace.progress, what="the guided logits", where=candidates)
             result = parallel_step(rule, logits, x, candidates,
                                    temperature=temperature, remasking=remasking, ties=ties, generator=generator,
                                    block_step=step, block_masks_at_start=at_start,

@@ -16,7 +16,7 @@ from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
 from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
                                 forward_layout, wino_step)
-from veridec.trace import Counters, Trace
+from veridec.trace import Counters, Progress
 
 
 @torch.no_grad()
@@ -43,7 +43,6 @@ def _decode_row(model, prompt, params, mask_id, generator, row, events, counters
                         device=prompt.device)  # [N]
     canvas[:prompt_len] = prompt
     margins = []
-    trace = Trace("wino", {**params.__dict__, "mask_id": mask_id}, prompt_len, 1)  # for check_logits' message
     for block in range(params.num_blocks):
         start = prompt_len + block * width
         positions, bias = forward_layout(prompt_len, params, block, canvas.device)  # [N], [N, N]
@@ -56,7 +55,7 @@ def _decode_row(model, prompt, params, mask_id, generator, row, events, counters
             taken += 1
             logits = model.raw_forward(canvas[None], positions[None], attn_bias=bias[None, None]).logits[0]
             counters.add_forward(rows=1, queries=canvas.shape[0])
-            check_logits(logits[None], trace)
+            check_logits(logits[None], Progress(len(margins), counters.model_calls))
             step = wino_step(logits, canvas, candidates, verified, last, start=start, params=params,
                              mask_id=mask_id, generator=generator)
             events += step_events(len(margins), row, mask_id, step.commits, step.revokes)

@@ -20,7 +20,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import HypothesisException
 
 from veridec.adapters import adapt
-from veridec.rules.common import TIES, check_choice
+from veridec.checks import check_choice
+from veridec.rules.common import TIES
 
 from .agreement import Agreement
 from .candidates import fit_candidate

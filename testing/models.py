@@ -36,8 +36,8 @@ def load_check_model(name: str = "default", device: str | torch.device = "cpu"):
     return load_model(name, device=device)
 
 
-def tiny_check_model(family: str, seed: int = 0):
-    model = random_model(family, seed)
+def tiny_check_model(layout: str, seed: int = 0):
+    model = random_model(layout, seed)
     head = model.embed.weight if model.lm_head is None else model.lm_head.weight  # [V, hidden]
     with torch.no_grad():
         head.mul_(LOGIT_SCALE)

@@ -128,7 +128,7 @@ def _official_names(model) -> dict[str, str]:
     """veridec's internal tensor name -> the checkpoint's official one (the internal name where none is known)."""
     from veridec.models.layouts import LAYOUTS
 
-    layout, cfg = LAYOUTS.get(getattr(model, "family", None)), getattr(model, "cfg", None)
+    layout, cfg = LAYOUTS.get(getattr(model, "layout", None)), getattr(model, "cfg", None)
     return {} if layout is None or cfg is None else layout.tensor_names(cfg)
 
 

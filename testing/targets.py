@@ -41,7 +41,7 @@ class Target:
     length_name: str = "gen_length"  # the keyword that sets the number of generated tokens
     veridec: bool = True  # returns a Decoded with a trace (else tokens, or (tokens, nfe))
     call: str = ""  # how the reproducer calls it
-    fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's legacy_loop=True)
+    fixed: str = ""  # keyword arguments the reproducer adds (the June 2025 loop's loop='june2025')
     fit: object = None  # a foreign decoder's signature fit (candidates.Fit); None for veridec's
     official: Official | None = None  # the official loop it is exact to, with its defects (spec EC6), if any
     max_batch: int | None = None  # the most rows the official function takes (None: any)
@@ -81,15 +81,15 @@ TARGETS = {
                                          block.JUNE_2025_SETTINGS, call="veridec.reference.fastdllm.generate",
                                          official=block.JUNE_NONE, exact_law=True),
     ("fastdllm-2025-06", "prefix"): Target("fastdllm-2025-06 --cache prefix", "fastdllm",
-                                           _veridec(fast.generate_with_prefix_cache, legacy_loop=True, **WHOLE),
+                                           _veridec(fast.generate_with_prefix_cache, loop="june2025", **WHOLE),
                                            block.JUNE_2025_SETTINGS,
                                            call="veridec.optimized.fastdllm.generate_with_prefix_cache",
-                                           fixed="legacy_loop=True, " + FIXED, official=block.JUNE_PREFIX),
+                                           fixed="loop='june2025', " + FIXED, official=block.JUNE_PREFIX),
     ("fastdllm-2025-06", "dual"): Target("fastdllm-2025-06 --cache dual", "fastdllm",
-                                         _veridec(fast.generate_with_dual_cache, legacy_loop=True, **WHOLE),
+                                         _veridec(fast.generate_with_dual_cache, loop="june2025", **WHOLE),
                                          block.JUNE_2025_SETTINGS,
                                          call="veridec.optimized.fastdllm.generate_with_dual_cache",
-                                         fixed="legacy_loop=True, " + FIXED, official=block.JUNE_DUAL),
+                                         fixed="loop='june2025', " + FIXED, official=block.JUNE_DUAL),
     ("dream", "none"): Target("dream", "dream", _veridec(dream.diffusion_generate), dream_family.DREAM_SETTINGS,
                               mask_name="mask_token_id", length_name="max_new_tokens",
                               call="veridec.reference.dream.diffusion_generate", official=dream_family.DREAM,

@@ -39,15 +39,15 @@ MODEL_SIZES = dict(hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_siz
 
 @pytest.fixture(scope="session")
 def small_model():
-    """The suite's small random models: ``small_model(family, seed, dtype=float64, num_layers=2,
+    """The suite's small random models: ``small_model(layout, seed, dtype=float64, num_layers=2,
     predicts_mask=False, **sizes)``. Decoder tests want ``predicts_mask=False`` (``never_predicts_mask``: a
     random model gives the mask token real probability, a trained one does not)."""
     from veridec.models import random_model
     from veridec.models.tiny import never_predicts_mask
 
-    def make(family: str = "llada", seed: int = 0, *, dtype=torch.float64, num_layers: int = 2,
+    def make(layout: str = "llada", seed: int = 0, *, dtype=torch.float64, num_layers: int = 2,
              predicts_mask: bool = False, **sizes):
-        model = random_model(family, seed, dtype=dtype, num_layers=num_layers, **{**MODEL_SIZES, **sizes})
+        model = random_model(layout, seed, dtype=dtype, num_layers=num_layers, **{**MODEL_SIZES, **sizes})
         return model if predicts_mask else never_predicts_mask(model)
 
     return make
@@ -103,7 +103,7 @@ def run_registered_check():
 
 @pytest.fixture(scope="session")
 def tiny_folders(tmp_path_factory):
-    """One official-layout tiny checkpoint folder per family (LLaDA sharded, Dream single-file)."""
+    """One official-layout tiny checkpoint folder per layout (LLaDA sharded, Dream single-file)."""
     from veridec.models import write_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny")

@@ -230,6 +230,14 @@ def test_settings_are_refused_by_name():
             decode(model, [1, 2, 3], model.special.mask_id, **settings)
 
 
+def test_an_unknown_loop_is_refused_by_name():
+    """BD10: ``loop`` names one of the cached decoder's hooks (the intended decode, the official one)."""
+    model = _model(0)
+    with pytest.raises(ValueError, match=r"loop must be one of \['intended', 'official'\], got 'published'"):
+        cached_generate(model, torch.tensor([[1, 2, 3]]), model.special.mask_id, gen_length=4, block_length=2,
+                        denoising_steps=2, loop="published")
+
+
 @pytest.mark.parametrize("b, S, expected", [(4, 1, [4]), (4, 2, [2, 2]), (4, 3, [2, 1, 1]), (5, 3, [2, 2, 1]),
                                              (6, 4, [2, 2, 1, 1]), (3, 5, [1, 1, 1, 0, 0]), (1, 1, [1]),
                                              (2, 3, [1, 1, 0])])

@@ -116,18 +116,18 @@ def test_the_official_modelling_equals_our_block_causal_forward(models, key):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: f"case{case['id']}")
 def test_the_published_behaviour_replays_every_recorded_case(models, case):
-    """BD10: the cached decoder with ``published=True`` does what the published code did on every recorded case,
+    """BD10: the cached decoder with ``loop="official"`` does what the published code did on every recorded case,
     defects included: the same canvas and calls where it completed (overwrites too), an exception where it
     raised (IndexError past the schedule)."""
     log = CallLog(models[case["checkpoint"]])
     official = case["official"]
     torch.manual_seed(case["seed"])
     try:
-        decoded = cached(log, torch.tensor(case["prompt"]), case["mask_id"], **settings_of(case), published=True)
+        decoded = cached(log, torch.tensor(case["prompt"]), case["mask_id"], **settings_of(case), loop="official")
     except (IndexError, RuntimeError) as raised:
-        assert official["status"] == "raises", f"published mode raised {raised!r}; the official run completed"
+        assert official["status"] == "raises", f"the official loop raised {raised!r}; the official run completed"
         if isinstance(raised, IndexError):
             assert official["error"].startswith("IndexError") and log.calls == official["calls"]
         return
-    assert official["status"] == "ok", f"the official run raised {official['error']}; published mode completed"
+    assert official["status"] == "ok", f"the official run raised {official['error']}; the official loop completed"
     assert decoded.canvas[0].tolist() == official["output"] and log.calls == official["calls"]

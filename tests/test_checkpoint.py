@@ -20,17 +20,17 @@ def tensor_names(folder):
     return names
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("shard_bytes", [None, 30_000])
-def test_save_load_round_trip_is_bit_exact(tmp_path, family, dtype, shard_bytes):
-    model = random_model(family, seed=4, dtype=dtype)
+def test_save_load_round_trip_is_bit_exact(tmp_path, layout, dtype, shard_bytes):
+    model = random_model(layout, seed=4, dtype=dtype)
     save_pretrained(model, tmp_path, max_shard_bytes=shard_bytes)
     loaded = load_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors.index.json").exists() == (shard_bytes is not None)
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert a.dtype == b.dtype and torch.equal(a, b), name
-    assert loaded.special == model.special and loaded.family == family and loaded.cfg == model.cfg
+    assert loaded.special == model.special and loaded.layout == layout and loaded.cfg == model.cfg
     x = torch.randint(0, 90, (2, 9))
     with torch.no_grad():
         assert torch.equal(model(x).logits, loaded(x).logits)
@@ -224,7 +224,7 @@ def test_a_sharded_hugging_face_cache_snapshot_loads(tiny_folders, tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(linked.state_dict().values(), plain.state_dict().values()))
 
 
-def test_another_familys_tokenizer_is_refused(tiny_folders, tmp_path):
+def test_another_layouts_tokenizer_is_refused(tiny_folders, tmp_path):
     broken = break_folder(tiny_folders["dream"], tmp_path, tokenizer_of(tiny_folders["llada"]))
     with pytest.raises(ValueError, match=r"the tokenizer's mask token is '<\|mdm_mask\|>', a dream tokenizer's is "
                                          r"'<\|mask\|>' \(a tokenizer from another model\?\)"):

@@ -65,7 +65,7 @@ DECODERS = {
     "fastdllm-dual": lambda m, p, a: fast.generate_with_dual_cache(m, p, a, steps=4, gen_length=8, block_length=4),
     "fastdllm-dual-legacy": lambda m, p, a: fast.generate_with_dual_cache(m, p, a, steps=2, gen_length=8,
                                                                           block_length=4, threshold=0.05,
-                                                                          legacy_loop=True),
+                                                                          loop="june2025"),
 }
 for _name in ("sequential", "localleap", "eb-hq", "klass-hq", "dapd-hq"):
     DECODERS[f"{_name}-reference"] = (lambda rule: lambda m, p, a: reference(
@@ -75,10 +75,10 @@ for _name in ("sequential", "localleap", "eb-hq", "klass-hq", "dapd-hq"):
             m, p, a, rule=rule, cache=cache, gen_length=8, block_length=4))(PRESETS[_name], _cache)
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @pytest.mark.parametrize("name", sorted(DECODERS))
-def test_every_decoder_counts_what_it_asks_of_the_model(small_model, counting_model, family, name):
-    counting = counting_model(small_model(family, 1))
+def test_every_decoder_counts_what_it_asks_of_the_model(small_model, counting_model, layout, name):
+    counting = counting_model(small_model(layout, 1))
     prompt, mask = prompt_batch()
     out = DECODERS[name](counting, prompt, mask)
     assert counting.calls > 0
@@ -105,10 +105,10 @@ GUIDED = {
 }
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @pytest.mark.parametrize("name", sorted(GUIDED))
-def test_guided_decoders_count_model_and_reward_passes(small_model, counting_model, family, name):
-    model = small_model(family, 2)
+def test_guided_decoders_count_model_and_reward_passes(small_model, counting_model, layout, name):
+    model = small_model(layout, 2)
     counting, reward = counting_model(model), CountingReward(linear_reward(model))
     prompt, _ = prompt_batch((3, 3))
     out = GUIDED[name](counting, prompt, reward, torch.Generator().manual_seed(0))

@@ -43,13 +43,13 @@ def test_every_tensor_factory_names_its_device():
     assert not offenders, "tensors created without a device:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("family, padded", [("llada", False), ("dream", True)])
-def test_cached_step_compiles_as_one_graph(family, padded):
+@pytest.mark.parametrize("layout, padded", [("llada", False), ("dream", True)])
+def test_cached_step_compiles_as_one_graph(layout, padded):
     """The dual cache's block step (``forward_cached`` with ``check=False``) is captured by
     ``torch.compile(fullgraph=True)`` (a host read would break the graph and raise) and computes what eager
     mode computes; the cache writes land as in eager mode."""
     torch._dynamo.reset()
-    model = random_model(family, 0, dtype=torch.float32).eval()
+    model = random_model(layout, 0, dtype=torch.float32).eval()
     x = torch.randint(0, 90, (2, 12), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(x)
     if padded:

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from oracles import editing as oracle
 
 from veridec.decoding import DecodeStalled
-from veridec.events import replay, visible_changes
+from veridec.events import replay, step_events, visible_changes
 from veridec.optimized import editing as optimized_editing
 from veridec.reference import editing as reference_editing
 from veridec.reference.editing import generate
 from veridec.rules import editing as rule
-from veridec.rules.editing import EditParams, block_causal_bias, edit_step, filter_logits
+from veridec.models.transformer import block_causal_bias
+from veridec.rules.editing import EditParams, edit_step, filter_logits
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "editing.json").read_text())
@@ -128,6 +129,17 @@ def test_thresholds_are_strict():
     edited = edit_step(torch.tensor([half, half, firm], dtype=torch.float64), placed,
                        torch.tensor([True, False, False]), params=lower, mask_id=2)
     assert [e[:3] for e in edited.edits] == [(1, 1, 0)]  # position 0 is the prompt's: never edited
+
+
+def test_an_edit_to_the_mask_token_is_recorded_as_a_revocation():
+    """ED4's events: commits by decreasing q, then edits by position; an edit whose new token is the mask is a
+    ``revoke``, any other an ``edit`` (whatever the old token), at canvas positions (block offset + position)."""
+    placed = torch.tensor([1, 1, 2])  # mask id 2; the model prefers the mask at 0, token 0 at 1, token 1 at 2
+    logits = torch.tensor([[-6.0, -6.0, 6.0], [6.0, -6.0, -6.0], [-6.0, 6.0, -6.0]], dtype=torch.float64)
+    step = edit_step(logits, placed, torch.zeros(3, dtype=torch.bool), params=EditParams(8, 3), mask_id=2)
+    events = step_events(4, 1, 2, step.commits, edits=step.edits, offset=6)
+    assert [(e.kind, e.step, e.row, e.position, e.old, e.new) for e in events] == [
+        ("commit", 4, 1, 8, 2, 1), ("revoke", 4, 1, 6, 1, 2), ("edit", 4, 1, 7, 1, 0)]
 
 
 def _oracle_forward(model):

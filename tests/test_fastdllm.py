@@ -42,17 +42,17 @@ def test_threshold_one_is_sequential_greedy(seed, prompt_length, blocks, block_l
     assert fast.trace.counters.full_forwards == gen
 
 
-@given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 500),
+@given(layout=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 500),
        lengths=st.lists(st.integers(1, 5), min_size=1, max_size=3), blocks=st.integers(1, 3),
        block_length=st.integers(1, 6), steps_per_block=st.integers(1, 6), temperature=st.sampled_from([0.0, 0.8]),
        remasking=st.sampled_from(["low_confidence", "random"]))
-def test_quota_mode_is_llada(small_model, family, seed, lengths, blocks, block_length, steps_per_block, temperature,
+def test_quota_mode_is_llada(small_model, layout, seed, lengths, blocks, block_length, steps_per_block, temperature,
                              remasking):
     """FD3 without threshold or factor is LLaDA's schedule (SQ1.3): in float64 the canvas and commit order equal
     ``reference.llada.generate``'s, random draws included (same generator; steps_per_block <= block_length, so
     no step of LLaDA's schedule is empty and both draw the same noise)."""
     steps_per_block = min(steps_per_block, block_length)
-    model = small_model(family, seed % 3)
+    model = small_model(layout, seed % 3)
     width = max(lengths)
     prompt = torch.randint(0, 90, (len(lengths), width), generator=torch.Generator().manual_seed(seed))
     mask = torch.tensor([[0] * (width - n) + [1] * n for n in lengths])

@@ -17,13 +17,13 @@ def prompts(batch, length, seed):
 
 
 @pytest.mark.parametrize("cache", sorted(CACHED))
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @given(seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5),
        threshold=st.sampled_from([None, 0.02, 0.1, 0.3]))
-def test_one_layer_caches_are_exact(small_model, cache, family, seed, blocks, block_length, threshold):
+def test_one_layer_caches_are_exact(small_model, cache, layout, seed, blocks, block_length, threshold):
     """FD7: in a one-layer model the cached K/V depend only on tokens that do not change within a block
     (the committed prefix; the still-masked suffix), so both caches reproduce the reference exactly."""
-    model = small_model(family, seed % 5, num_layers=1)
+    model = small_model(layout, seed % 5, num_layers=1)
     prompt = prompts(2, 4, seed)
     kw = dict(steps=blocks * 2, gen_length=blocks * block_length, block_length=block_length, threshold=threshold)
     ref = generate(model, prompt, **kw)
@@ -77,3 +77,16 @@ def test_left_padded_batch_equals_single_rows(small_model, cache):
         alone = CACHED[cache](model, r[None], **kw)
         assert torch.equal(batch.canvas[i, 6 - len(r):], alone.canvas[0])
 
+
+
+def test_a_loop_is_refused_where_the_official_code_has_none(small_model):
+    """FD6: ``loop`` names an official loop; the June 2025 loop's extra forward is a cached step's, so the
+    decoder without cache refuses it (a ValueError, never a silent no-op), and an unknown name is refused."""
+    from veridec.optimized import fastdllm
+
+    model, prompt = small_model("llada", 0), prompts(1, 4, 0)
+    with pytest.raises(ValueError, match=r"loop='june2025' runs with cache in \['prefix', 'dual'\], not cache='none'"):
+        fastdllm.generate(model, prompt, steps=2, gen_length=4, block_length=2, loop="june2025")
+    with pytest.raises(ValueError, match=r"loop must be one of \['current', 'june2025'\], got 'legacy'"):
+        generate_with_dual_cache(model, prompt, steps=2, gen_length=4, block_length=2, loop="legacy")
+    assert generate_with_prefix_cache(model, prompt, steps=2, gen_length=4, block_length=2, loop="june2025").trace

@@ -19,20 +19,20 @@ def linear_reward(model, seed=0):
                         torch.randn(6, generator=g, dtype=model.dtype))
 
 
-def setup(small_model, family, seed, batch=2, dtype=torch.float64):
-    model = small_model(family, seed % 4, dtype=dtype)
+def setup(small_model, layout, seed, batch=2, dtype=torch.float64):
+    model = small_model(layout, seed % 4, dtype=dtype)
     prompt = torch.randint(0, 90, (batch, 4), generator=torch.Generator().manual_seed(seed))
     return model, prompt, linear_reward(model, seed)
 
 
 @settings(max_examples=15)
-@given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 300), k=st.integers(1, 5),
+@given(layout=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 300), k=st.integers(1, 5),
        tau=st.sampled_from([0.0, 0.02, 0.05]), greedy=st.booleans(), gen=st.integers(3, 9),
        order=st.sampled_from(ORDERS))
-def test_windows_covering_the_canvas_reproduce_exact_recomputation(small_model, family, seed, k, tau, greedy, gen,
+def test_windows_covering_the_canvas_reproduce_exact_recomputation(small_model, layout, seed, k, tau, greedy, gen,
                                                                    order):
     """GF4 Tier E: window radius >= L makes every sparse recomputation a full one (same commit order)."""
-    model, prompt, reward = setup(small_model, family, seed)
+    model, prompt, reward = setup(small_model, layout, seed)
     params = FastGuideParams(k=k, tau=tau, window=4 + gen, greedy=greedy, order=order)
     kw = dict(gen_length=gen, params=params, guidance=GuidanceParams(steps=1))
     a = exact(model, prompt, reward, ["", ""], generator=torch.Generator().manual_seed(seed), **kw)

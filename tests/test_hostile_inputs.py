@@ -163,7 +163,7 @@ def test_a_parallel_step_reads_only_its_candidates(name, value):
 
         setattr(model, method, poisoned_full)
     prompt = torch.tensor([[7, 8, 9]])
-    # the poisoned forwards take no ``scored``: both decodes compute the whole window's logits (narrowed ones would
+    # the poisoned forwards take no ``logit_rows``: both decodes compute the whole window's logits (narrowed ones would
     # not compute column 0 at all, and round a few last bits differently)
     options = {"narrow_logits": False} if name in ("none", "prefix", "dual") else {}
     want, got = DECODERS[name](clean, prompt, **options), DECODERS[name](model, prompt, **options)
@@ -190,8 +190,8 @@ def test_the_fused_check_refuses_what_check_logits_refuses(seed):
     candidates = torch.rand(2, 5, generator=g) < 0.5
     token_probs = step_view(logits, logits.argmax(-1), candidates).token_probs
     errors = []
-    for check in (lambda: check_logits(logits, Trace("t", {}, 0, 2), offset=3, where=candidates),
-                  lambda: check_step_logits(logits, token_probs, candidates, Trace("t", {}, 0, 2), offset=3)):
+    for check in (lambda: check_logits(logits, Trace("t", {}, 0, 2).progress, offset=3, where=candidates),
+                  lambda: check_step_logits(logits, token_probs, candidates, Trace("t", {}, 0, 2).progress, offset=3)):
         try:
             check()
             errors.append(None)

@@ -6,14 +6,14 @@ from veridec.canvas import left_pad
 from veridec.models import random_model, realign_shifted
 from veridec.numerics import assert_close_measured, assert_within_rounding, tolerance
 
-FAMILIES = ["llada", "dream"]
+LAYOUT_NAMES = ["llada", "dream"]
 ODD = dict(hidden_size=48, num_heads=2, num_kv_heads=1, intermediate_size=40, num_layers=2)  # head_dim 24
 
 
-def pair(family, seed=0, **sizes):
+def pair(layout, seed=0, **sizes):
     """The same random model in float32 and float64 (the float64 one measures float32's rounding)."""
     sizes = {**ODD, **sizes}
-    return random_model(family, seed, torch.float32, **sizes), random_model(family, seed, torch.float64, **sizes)
+    return random_model(layout, seed, torch.float32, **sizes), random_model(layout, seed, torch.float64, **sizes)
 
 
 def random_canvas(model, batch, length, seed, mask_rate=0.5):
@@ -22,9 +22,9 @@ def random_canvas(model, batch, length, seed, mask_rate=0.5):
     return x.masked_fill(torch.rand(x.shape, generator=g) < mask_rate, model.special.mask_id)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_prefill_equals_forward_and_fills_cache(family):
-    model = random_model(family, 0, **ODD)
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_prefill_equals_forward_and_fills_cache(layout):
+    model = random_model(layout, 0, **ODD)
     x = random_canvas(model, 3, 97, seed=1)
     with torch.no_grad():
         full = model(x).logits
@@ -34,21 +34,21 @@ def test_prefill_equals_forward_and_fills_cache(family):
     assert all(k.abs().sum() > 0 for k in cache.keys)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
 @pytest.mark.parametrize("name", ["model/cache-subset", "model/cache-recompute", "model/padding"])
-def test_registered_cache_and_padding_checks(run_registered_check, family, name):
+def test_registered_cache_and_padding_checks(run_registered_check, layout, name):
     """MC2 (queries at a random subset against a freshly filled cache = the full forward there), MC3
     (recomputing every position through a stale cache = a full forward of the new canvas; three layers here)
     and M2 (a left-padded batch = each row alone): the checks ``veridec verify`` runs, on odd head sizes."""
     for seed in range(2):
-        run_registered_check(name, *pair(family, seed=seed, num_layers=3), seed=seed)
+        run_registered_check(name, *pair(layout, seed=seed, num_layers=3), seed=seed)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_cache_write_semantics_one_layer(family):
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_cache_write_semantics_one_layer(layout):
     """MC3: after changing tokens in a window, a 1-layer model's subset forward equals the full forward on the
     new canvas there (layer-0 K/V elsewhere depend only on unchanged tokens); other cache entries untouched."""
-    m32, m64 = pair(family, num_layers=1)
+    m32, m64 = pair(layout, num_layers=1)
     x = random_canvas(m32, 2, 33, seed=5)
     positions = torch.tensor([[3, 4, 5, 6], [20, 21, 22, 30]])
     new_tokens = torch.tensor([[1, 2, 3, m32.special.mask_id], [4, m32.special.mask_id, 6, 7]])
@@ -72,11 +72,11 @@ def test_cache_write_semantics_one_layer(family):
     assert_within_rounding(outs["32"][1], outs["32"][0], outs["64"][0], "window recompute vs full")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_read_only_forward_leaves_cache_untouched(family):
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_read_only_forward_leaves_cache_untouched(layout):
     """MC4: write=False appends the queries' K/V for this call only; hiding the stale cached entries at the
     query positions gives what write=True gives."""
-    m32, m64 = pair(family)
+    m32, m64 = pair(layout)
     x = random_canvas(m32, 2, 21, seed=8)
     positions = torch.tensor([[2, 3, 4], [10, 11, 19]])
     tokens = torch.randint(0, m32.special.mask_id, (2, 3), generator=torch.Generator().manual_seed(0))
@@ -100,8 +100,8 @@ def visibility_bias(owner):
     return torch.zeros(visible.shape).masked_fill(~visible, float("-inf"))[None, None]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_packed_isolated_branches_equal_separate_forwards(family):
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_packed_isolated_branches_equal_separate_forwards(layout):
     """MC5: [prefix | branch 1 | branch 2 | suffix] with repeated positions and an additive mask isolating the
     branches equals one forward per branch under the same visibility (shared context does not see branches)."""
     g = torch.Generator().manual_seed(9)
@@ -113,7 +113,7 @@ def test_packed_isolated_branches_equal_separate_forwards(family):
     alone_owner = torch.tensor([0] * 7 + [1] * 4 + [0] * 5)
     outs = {}
     with torch.no_grad():
-        for name, model in zip(("32", "64"), pair(family)):
+        for name, model in zip(("32", "64"), pair(layout)):
             out = model.raw_forward(packed, rope, attn_bias=visibility_bias(owner)).logits[0]
             outs[name] = []
             for k, branch in enumerate(branches):
@@ -124,10 +124,10 @@ def test_packed_isolated_branches_equal_separate_forwards(family):
         assert_within_rounding(got, ref32, ref64, f"packed branch {k} vs its own forward")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_left_padded_batch_equals_rows_alone(family):
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_left_padded_batch_equals_rows_alone(layout):
     """M2: padding is honoured in forward, prefill and cached forwards."""
-    m32, m64 = pair(family)
+    m32, m64 = pair(layout)
     rows = [random_canvas(m32, 1, n, seed=n)[0] for n in (13, 5, 9)]
     x, mask = left_pad([r.tolist() for r in rows], m32.special.pad_id)
     outs = {}
@@ -146,10 +146,10 @@ def test_left_padded_batch_equals_rows_alone(family):
         assert_within_rounding(cached, last32, last64, "padded cached query vs the row's own cache")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_attention_probabilities(family):
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_attention_probabilities(layout):
     """MC6: per-layer probabilities [B, H, Q, Lk], rows sum to 1, zero on padding, same output as SDPA."""
-    m32, m64 = pair(family)
+    m32, m64 = pair(layout)
     x, mask = left_pad([random_canvas(m32, 1, n, seed=n)[0].tolist() for n in (11, 6)], m32.special.pad_id)
     with torch.no_grad():
         weighted = {name: model(x, mask, output_attentions=True) for name, model in (("32", m32), ("64", m64))}

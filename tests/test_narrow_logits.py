@@ -17,9 +17,9 @@ from veridec.rules.presets import PRESETS
 ROUNDING = 1e-12
 
 
-def padded_canvas(family: str, length: int = 12):
+def padded_canvas(layout: str, length: int = 12):
     """Two rows: one unpadded, one with 5 positions of left padding (its first real token at 5)."""
-    model = random_model(family, 3, dtype=torch.float64)
+    model = random_model(layout, 3, dtype=torch.float64)
     x = torch.randint(0, model.special.mask_id, (2, length), generator=torch.Generator().manual_seed(1))
     x[:, 8:] = model.special.mask_id
     mask = torch.ones_like(x)
@@ -30,19 +30,19 @@ def padded_canvas(family: str, length: int = 12):
 WINDOWS = [(0, 1), (0, 12), (1, 3), (4, 6), (5, 9), (8, 12), (11, 12)]
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @pytest.mark.parametrize("window", WINDOWS)
-def test_a_scored_forward_returns_those_tokens_logits(family, window):
+def test_a_narrowed_forward_returns_those_tokens_logits(layout, window):
     """Dream (shift 1) scores token t at t - 1, a row's first real token at itself: (1, 3) lies in row 1's
     padding, whose tokens are scored by position 5, past the window."""
-    model, x, mask = padded_canvas(family)
-    scored = slice(*window)
-    whole = model(x, mask).logits[:, scored]  # [B, W, V]
-    narrow = model(x, mask, scored=scored).logits
+    model, x, mask = padded_canvas(layout)
+    logit_rows = slice(*window)
+    whole = model(x, mask).logits[:, logit_rows]  # [B, W, V]
+    narrow = model(x, mask, logit_rows=logit_rows).logits
     assert narrow.shape == whole.shape
     torch.testing.assert_close(narrow, whole, rtol=0, atol=ROUNDING)
     _, cache = model.prefill(x, mask)
-    out, narrow_cache = model.prefill(x, mask, scored=scored)
+    out, narrow_cache = model.prefill(x, mask, logit_rows=logit_rows)
     torch.testing.assert_close(out.logits, whole, rtol=0, atol=ROUNDING)
     for layer in range(model.cfg.num_layers):  # every key and value is still computed and cached
         assert torch.equal(narrow_cache.keys[layer], cache.keys[layer])
@@ -54,9 +54,9 @@ def test_the_comparison_fails_on_rows_one_off(monkeypatch):
     model, x, mask = padded_canvas("dream")
     whole = model(x, mask).logits[:, 1:7]  # [B, 6, V]
     original = type(model).scoring_rows
-    monkeypatch.setattr(type(model), "scoring_rows", lambda self, scored, m: original(self, scored, m) + 1)
+    monkeypatch.setattr(type(model), "scoring_rows", lambda self, logit_rows, m: original(self, logit_rows, m) + 1)
     with pytest.raises(AssertionError):
-        torch.testing.assert_close(model(x, mask, scored=slice(1, 7)).logits, whole, rtol=0, atol=ROUNDING)
+        torch.testing.assert_close(model(x, mask, logit_rows=slice(1, 7)).logits, whole, rtol=0, atol=ROUNDING)
 
 
 def test_cached_logit_rows_return_those_queries_and_write_the_same_cache():
@@ -72,13 +72,13 @@ def test_cached_logit_rows_return_those_queries_and_write_the_same_cache():
     assert narrow_cache.writes == cache.writes
 
 
-@pytest.mark.parametrize("scored", [slice(3, 3), slice(5, 2), slice(-1, 4), slice(0, 13), slice(0, 4, 2),
+@pytest.mark.parametrize("logit_rows", [slice(3, 3), slice(5, 2), slice(-1, 4), slice(0, 13), slice(0, 4, 2),
                                     slice(True, 4), slice(0.0, 4), (0, 4), slice(None, 4)])
-def test_a_bad_scored_window_is_refused_by_name(scored):
+def test_a_bad_token_window_is_refused_by_name(logit_rows):
     model, x, mask = padded_canvas("llada")
-    with pytest.raises(ValueError, match=r"scored must be a slice of canvas positions \[start, stop\) with "
+    with pytest.raises(ValueError, match=r"logit_rows must be a slice of canvas positions \[start, stop\) with "
                                          r"0 <= start < stop <= 12"):
-        model(x, mask, scored=scored)
+        model(x, mask, logit_rows=logit_rows)
 
 
 def test_logit_rows_and_attention_weights_exclude_each_other():
@@ -110,11 +110,11 @@ class RowCounter:
 CASES = [("none", "llada"), ("prefix", "llada"), ("dual", "llada"), ("none", "dream"), ("prefix", "dream")]
 
 
-@pytest.mark.parametrize("cache,family", CASES)
-def test_the_decoder_computes_the_block_rows_only_and_decodes_the_same(cache, family):
+@pytest.mark.parametrize("cache,layout", CASES)
+def test_the_decoder_computes_the_block_rows_only_and_decodes_the_same(cache, layout):
     """Prompt 8, gen 16, block 4: a whole-window forward returns up to 24 rows; a narrowed one the block's 4 (Dream:
     5, the query before the block too). Same tokens, commit order, counters; confidences equal up to rounding."""
-    model = random_model(family, 0, dtype=torch.float64)
+    model = random_model(layout, 0, dtype=torch.float64)
     prompt = torch.randint(0, model.special.mask_id, (2, 8), generator=torch.Generator().manual_seed(2))
     run = lambda narrow: decode(model, prompt, rule=Threshold(0.5), cache=cache, gen_length=16,  # noqa: E731
                                 block_length=4, narrow_logits=narrow)
@@ -148,7 +148,7 @@ def test_steps_that_read_more_than_their_columns_get_the_whole_window(why, optio
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_a_compiled_decode_narrows_too_and_equals_eager(cache):
-    """The compiled wrapper's forwards take ``scored`` / ``logit_rows``: its graphs run the block's rows only, and
+    """The compiled wrapper's forwards take ``logit_rows``: its graphs run the block's rows only, and
     under ``aot_eager`` (the eager kernels) record the eager narrowed decode exactly."""
     from veridec.optimized.compiled import compiled
 
@@ -176,7 +176,7 @@ def test_block_causal_and_per_query_biases_are_narrowed_with_their_queries():
     queries: the narrowed logits are the whole forward's."""
     model, x, _ = padded_canvas("llada")
     whole = model(x, block_size=4).logits[:, 4:9]  # [B, 5, V]
-    torch.testing.assert_close(model(x, block_size=4, scored=slice(4, 9)).logits, whole, rtol=0, atol=ROUNDING)
+    torch.testing.assert_close(model(x, block_size=4, logit_rows=slice(4, 9)).logits, whole, rtol=0, atol=ROUNDING)
     _, cache = model.prefill(x)
     positions = torch.arange(4, 12).expand(2, -1)  # [B, 8]
     bias = torch.zeros(1, 1, 8, 12).masked_fill(torch.rand(1, 1, 8, 12, generator=torch.Generator().manual_seed(0))
@@ -244,14 +244,14 @@ def test_a_cached_check_target_and_its_reproducer_run_whole_windows(key, monkeyp
 def test_a_recording_proxy_gets_whole_windows_and_the_compiled_wrapper_narrows():
     """The flag is read statically: a proxy that forwards attributes (``RecordingModel``, which pairs each cached
     call's logits with its positions) is not narrowed; the compiled wrapper declares it for its model."""
-    from veridec.models.interface import takes_narrowed_logits
+    from veridec.models.interface import takes_narrow_logits
     from veridec.optimized.compiled import compiled
     from veridec.recording import RecordingModel
 
     model = random_model("llada", 0)
-    assert takes_narrowed_logits(model) and compiled(model, {"backend": "aot_eager"}).narrowable_logits
+    assert takes_narrow_logits(model) and compiled(model, {"backend": "aot_eager"}).narrow_logits
     proxy = RecordingModel(model, keep_logits=True)
-    assert proxy.narrowable_logits and not takes_narrowed_logits(proxy)  # forwarded, not declared
+    assert proxy.narrow_logits and not takes_narrow_logits(proxy)  # forwarded, not declared
     decoded = decode(proxy, torch.tensor([[5, 6, 7, 8]]), rule=Threshold(0.5), cache="prefix", gen_length=8,
                      block_length=4)
     assert all(call.logits.shape[1] == call.positions.shape[1] for call in proxy.calls if call.logits is not None)

@@ -128,9 +128,9 @@ def test_the_cross_device_count_sees_a_device_that_decodes_otherwise(monkeypatch
     assert same["agree"] == same["decodes"] > 0
     made = []
 
-    def other_seed_for_the_device(family, seed, **kw):
-        made.append(family)
-        return random_model(family, seed + (len(made) % 2 == 0), **kw)  # every second model: the device's
+    def other_seed_for_the_device(layout, seed, **kw):
+        made.append(layout)
+        return random_model(layout, seed + (len(made) % 2 == 0), **kw)  # every second model: the device's
 
     monkeypatch.setattr(gpu_check, "random_model", other_seed_for_the_device)
     differs = gpu_check.cross_device(torch.device("cpu"))

@@ -36,12 +36,12 @@ def assert_same(a, b):
 
 
 @settings(max_examples=25)
-@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
+@given(name=st.sampled_from(NAMES), layout=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
        lengths=st.lists(st.integers(1, 6), min_size=1, max_size=3), blocks=st.integers(1, 3),
        block_length=st.sampled_from([1, 2, 3, 5]), temperature=st.sampled_from([0.0, 0.0, 0.8]))
-def test_optimized_without_cache_is_the_reference(small_model, name, family, seed, lengths, blocks, block_length,
+def test_optimized_without_cache_is_the_reference(small_model, name, layout, seed, lengths, blocks, block_length,
                                                   temperature):
-    model = small_model(family, seed % 3, num_layers=2)
+    model = small_model(layout, seed % 3, num_layers=2)
     prompt, mask = left_padded(lengths, seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length,
               temperature=temperature)
@@ -52,13 +52,13 @@ def test_optimized_without_cache_is_the_reference(small_model, name, family, see
 
 
 @settings(max_examples=25)
-@given(name=st.sampled_from(NAMES), family=st.sampled_from(["llada", "dream"]),
+@given(name=st.sampled_from(NAMES), layout=st.sampled_from(["llada", "dream"]),
        cache=st.sampled_from(["prefix", "dual"]),
        seed=st.integers(0, 999), blocks=st.integers(1, 3), block_length=st.integers(2, 5))
-def test_one_layer_caches_are_exact_for_every_rule(small_model, name, family, cache, seed, blocks, block_length):
+def test_one_layer_caches_are_exact_for_every_rule(small_model, name, layout, cache, seed, blocks, block_length):
     """P12. KLASS on the dual cache is the exception (below): its history sees the suffix only at refreshes."""
     assume(not (cache == "dual" and name.startswith("klass")))
-    model = small_model(family, seed % 5, num_layers=1)
+    model = small_model(layout, seed % 5, num_layers=1)
     prompt, mask = left_padded([4, 2], seed)
     kw = dict(rule=PRESETS[name], gen_length=blocks * block_length, block_length=block_length)
     assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))

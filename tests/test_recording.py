@@ -30,19 +30,19 @@ def same_as_recorded(decoded, proxy) -> None:
         (theirs.model_calls, theirs.full_forwards, theirs.query_positions)
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("layout", ["llada", "dream"])
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_the_calls_show_every_decoders_commit_order_and_counters(small_model, family, path, name):
-    proxy = RecordingModel(small_model(family, 1))
+def test_the_calls_show_every_decoders_commit_order_and_counters(small_model, layout, path, name):
+    proxy = RecordingModel(small_model(layout, 1))
     same_as_recorded(PATHS[path](proxy, rule=PRESETS[name], gen_length=8, block_length=4), proxy)
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
-def test_the_official_samplers_too(small_model, family):
-    proxy = RecordingModel(small_model(family, 2))
+@pytest.mark.parametrize("layout", ["llada", "dream"])
+def test_the_official_samplers_too(small_model, layout):
+    proxy = RecordingModel(small_model(layout, 2))
     same_as_recorded(llada(proxy, PROMPT, MASK, steps=4, gen_length=8, block_length=4), proxy)
-    proxy = RecordingModel(small_model(family, 2))
+    proxy = RecordingModel(small_model(layout, 2))
     same_as_recorded(diffusion_generate(proxy, PROMPT, MASK, max_new_tokens=8, steps=4, alg="entropy"), proxy)
 
 

@@ -3,7 +3,7 @@ in a comparison or a range shows, worked out from the clauses."""
 
 import torch
 
-from veridec.rules.sdar import SDARParams, official_overwrites, published_select, select
+from veridec.rules.sdar import SDARParams, official_overwrites, official_select, select
 
 MASKED = torch.tensor([True, False, True, True])  # position 1 committed (a drawn mask token left 0 masked)
 CONFIDENCE = torch.tensor([0.2, 0.9, 0.7, 0.5], dtype=torch.float64)
@@ -21,7 +21,7 @@ def chosen(mask: torch.Tensor) -> list[int]:
 def test_sequential_takes_the_first_masks_not_a_range():
     """BD6.3: the first n masked positions (0 and 2), not the range [0, 2) that holds a committed position."""
     assert chosen(select(params("sequential"), MASKED, CONFIDENCE, PROBS, 2)) == [0, 2]
-    assert chosen(published_select(params("sequential"), MASKED, CONFIDENCE, 0)) == [0, 1]  # BD10: the range
+    assert chosen(official_select(params("sequential"), MASKED, CONFIDENCE, 0)) == [0, 1]  # BD10: the range
     assert official_overwrites(params("sequential"), MASKED, 0)
 
 
@@ -40,6 +40,6 @@ def test_the_dynamic_threshold_is_strict():
 def test_the_published_static_selection_overwrites_past_the_masks():
     """BD10: a quota of 4 over 3 masks picks the committed position too (torch.topk over -inf off the masks)."""
     rule = SDARParams(gen_length=8, block_length=4, denoising_steps=1, remasking_strategy="low_confidence_static")
-    assert chosen(published_select(rule, MASKED, CONFIDENCE, 0)) == [0, 1, 2, 3]
+    assert chosen(official_select(rule, MASKED, CONFIDENCE, 0)) == [0, 1, 2, 3]
     assert chosen(select(rule, MASKED, CONFIDENCE, PROBS, 4)) == [0, 2, 3]  # BD6.3: capped at the masks
     assert official_overwrites(rule, MASKED, 0) and not official_overwrites(rule, torch.ones(4, dtype=torch.bool), 0)

@@ -64,7 +64,7 @@ from veridec.guidance.reward import LinearReward
 from veridec.guidance.sampling import sample_token, slot_confidence, without_mask
 from veridec.optimized.fastguide import SparseRecompute, window_positions
 from veridec.optimized.packed import packing_bias
-from veridec.optimized.speculative import _Run
+from veridec.optimized.speculative import Run
 from veridec.optimized.speculative import decode as speculative_decode
 from veridec.reference.fastguide import ExactRecompute
 from veridec.reference.guided import best_of_n, guided_step
@@ -799,28 +799,28 @@ def test_deferral_at_tau_equality_commits_and_gamma_is_untempered():
 
 # ======================================================================================= GF3: sparse windows
 @given(data=st.data(), L=st.integers(2, 24), w=st.integers(0, 4), B=st.integers(1, 3),
-       family=st.sampled_from(["llada", "dream"]))
-def test_window_positions_match_the_oracle(data, L, w, B, family):
+       layout=st.sampled_from(["llada", "dream"]))
+def test_window_positions_match_the_oracle(data, L, w, B, layout):
     """GF3: radius-w windows around the last commit (centred AT it, both families) and around the query scoring
     a_j (LLaDA a_j, Dream a_j - 1), rows padded to the largest union with the positions nearest the query
     (equal distance: lower first), sorted."""
-    low = 1 if family == "dream" else 0
+    low = 1 if layout == "dream" else 0
     rows = []
     for _ in range(B):  # half the rows with a_j near a_prev: overlapping windows, padding, distance ties
         a_prev = data.draw(st.integers(0, L - 1))
         near = min(max(a_prev + data.draw(st.integers(-2 * w - 2, 2 * w + 2)), low), L - 1)
         rows.append((a_prev, near if data.draw(st.booleans()) else data.draw(st.integers(low, L - 1))))
-    query = [O.query_position(a, family) for _, a in rows]
+    query = [O.query_position(a, layout) for _, a in rows]
     got = window_positions(torch.tensor([a for a, _ in rows]), torch.tensor(query), w, L).tolist()
-    assert got == O.sparse_window_batch(rows, w, L, family, "max")
+    assert got == O.sparse_window_batch(rows, w, L, layout, "max")
 
 
 class CachedProbe:
     """A model stub for SparseRecompute: prefill returns zeros; forward_cached returns, per fed position, logits
     whose entry 0 is that position (so the row SparseRecompute picks reveals its query) and logs the call."""
 
-    def __init__(self, family, V=3):
-        self.logit_shift, self.V, self.calls = (1 if family == "dream" else 0), V, []
+    def __init__(self, layout, V=3):
+        self.logit_shift, self.V, self.calls = (1 if layout == "dream" else 0), V, []
 
     def prefill(self, x, attention_mask=None):
         return SimpleNamespace(logits=torch.zeros(*x.shape, self.V, dtype=F64)), "cache"
@@ -833,12 +833,12 @@ class CachedProbe:
 
 
 @given(data=st.data(), P=st.integers(1, 4), G=st.integers(2, 16), w=st.integers(0, 3), B=st.integers(1, 3),
-       family=st.sampled_from(["llada", "dream"]))
-def test_sparse_recomputation_centres_its_windows_as_the_oracle(data, P, G, w, B, family):
+       layout=st.sampled_from(["llada", "dream"]))
+def test_sparse_recomputation_centres_its_windows_as_the_oracle(data, P, G, w, B, layout):
     """GF3 / N6 through SparseRecompute: the fed positions are the oracle's windows for (a_prev, a_j) in canvas
     positions, the fed tokens the canvas there, and the logits returned are the query's (Dream: a_j - 1)."""
     L = P + G
-    model = CachedProbe(family)
+    model = CachedProbe(layout)
     recompute = SparseRecompute(model, None, P, w, Trace("t", {}, P, B).counters)
     x = torch.randint(0, 3, (B, L), generator=gen(data.draw(st.integers(0, 99))))
     recompute.full(x)
@@ -846,11 +846,11 @@ def test_sparse_recomputation_centres_its_windows_as_the_oracle(data, P, G, w, B
     slot = [data.draw(st.integers(0, G - 1)) for _ in range(B)]
     logits = recompute.candidate(x, torch.tensor(previous), torch.tensor(slot))
     rows = [(P + a, P + s) for a, s in zip(previous, slot)]
-    want = O.sparse_window_batch(rows, w, L, family, "max")
+    want = O.sparse_window_batch(rows, w, L, layout, "max")
     (tokens, positions), = model.calls
     assert positions == want
     assert tokens == [[x[b, p].item() for p in want[b]] for b in range(B)]
-    assert logits[:, 0].tolist() == [float(O.query_position(P + s, family)) for s in slot]
+    assert logits[:, 0].tolist() == [float(O.query_position(P + s, layout)) for s in slot]
 
 
 # ======================================================================================= SPD1: draft trees
@@ -935,7 +935,7 @@ def test_packing_bias_matches_the_oracle_visibility(data, L, K, B, lookahead):
 # ================================================================================ SP2/SP3: acceptance walk
 def walk_run(L, V, mask_id):
     trace = Trace("t", {}, 0, 1)
-    return _Run(SimpleNamespace(logit_shift=0), TopK(1), "none", DraftTree(1, 1), torch.full((1, L), mask_id), None,
+    return Run(SimpleNamespace(logit_shift=0), TopK(1), "none", DraftTree(1, 1), torch.full((1, L), mask_id), None,
                 mask_id, trace, False), trace
 
 
@@ -1107,7 +1107,7 @@ def test_speculative_decode_matches_the_oracle_run(data, V, P, blocks, extra, tr
 
 
 def tied_drafts():
-    """_Run.drafts (W3D3 token alternatives) where R commits (1, 0) and S''s top-ranked position 0 has three tokens
+    """Run.drafts (W3D3 token alternatives) where R commits (1, 0) and S''s top-ranked position 0 has three tokens
     tied at the top; returns production's draft states and the oracle's, both from the same l(S)."""
     L, V, mask_id = 4, 6, 5
     run, _ = walk_run(L, V, mask_id)
@@ -1270,8 +1270,8 @@ def ex_greedy_only_after_the_first(expected, inputs):
 def ex_sparse_windows(expected, inputs):
     L, w = 20, 2
 
-    def through_recompute(family, rows):
-        model = CachedProbe(family)
+    def through_recompute(layout, rows):
+        model = CachedProbe(layout)
         recompute = SparseRecompute(model, None, 0, w, Trace("t", {}, 0, len(rows)).counters)
         x = torch.zeros(len(rows), L, dtype=torch.long)
         recompute.full(x)

@@ -800,16 +800,16 @@ def test_reference_decode_matches_the_oracle_decoder(name, model_kind, seed, len
 
 
 @settings(max_examples=30)
-@given(family=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
+@given(layout=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
        lengths=st.lists(st.integers(1, 4), min_size=1, max_size=2), blocks=st.integers(1, 2),
        block_length=st.sampled_from([2, 3, 4]), num_layers=st.sampled_from([1, 2, 3]),
        scale=st.sampled_from([0.5, 1.0, 4.0, 16.0]), top_layers=st.sampled_from([0.3, 0.5, 1.0]),
        late_confidence=st.sampled_from([0.05, 0.9]), sharpen=st.sampled_from([1.0, 4.0]))
-def test_dapd_decodes_match_the_oracle_decoder(family, seed, lengths, blocks, block_length, num_layers, scale,
+def test_dapd_decodes_match_the_oracle_decoder(layout, seed, lengths, blocks, block_length, num_layers, scale,
                                                top_layers, late_confidence, sharpen):
     """P8/P11: DAPD through the reference decoder, its dependency from the forward's attention (the deepest
     layers, Dream's shifted queries) at thresholds where edges come and go."""
-    model = never_predicts_mask(random_model(family, seed % 4, dtype=torch.float64, num_layers=num_layers,
+    model = never_predicts_mask(random_model(layout, seed % 4, dtype=torch.float64, num_layers=num_layers,
                                              hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=48))
     model = Sharpened(model, sharpen) if sharpen != 1 else model
     _, prompt, attention, mask_id = decode_setup("llada", seed, lengths, 1.0, None)

@@ -9,7 +9,7 @@ What is compared (production on the left, oracle on the right):
   to the oracle, and checks that the generator was advanced by exactly those draws. Whole ``generate`` runs
   (CFG, EOS flags, padding, masks inside the prompt, tokens_per_step, T > 0, random remasking) on a float64
   random transformer and an HMM oracle model vs ``llada_generate`` with the same regenerated draws.
-- Dream (SQ2): ``top_p_logits`` / ``top_k_logits`` (softmax of the filtered tempered logits) vs
+- Dream (SQ2): ``top_p_logits`` / ``top_k_filter`` (softmax of the filtered tempered logits) vs
   ``dream_filtered_distribution``; ``dream_step`` (all algs, greedy exactly; sampled: the distribution each
   ``torch.multinomial`` draws from, recorded, against the oracle's, and every drawn token or position must have
   positive oracle probability); ``origin`` with scripted uniforms on, just below and just above the reveal

@@ -120,7 +120,7 @@ def joint_masses(draw, v: int, n: int, kinds: tuple = KINDS) -> dict:
     """One joint over range(v)^n as {sequence: Fraction}, of a drawn kind with its boundary built in:
     weights (small integers: ties in p and in the marginals), dyadic (float-exact), marginal_tie (one marginal
     exactly tied at its top, symbol 0 among the tied, mass added to group 0's heaviest cell, so the joint
-    argmax is often unique while the marginal is not), tie (flip family with
+    argmax is often unique while the marginal is not), tie (flip joints with
     S + e_max = 1 exactly: x* ties with its largest flip), cluster (realized T3 condition at equality, or one
     unit either side; kappa = tau when the anchor's flip weight equals the others'), product (p = q),
     degenerate (a point mass or uniform), library (``strategies.exact_joints``, adversarial or not)."""

@@ -32,17 +32,17 @@ def one_by_one(model, cache, branches, fed):
     return torch.stack([model.forward_cached(b, fed, cache.clone()).logits for b in branches])
 
 
-def both_precisions(small_model, family, seed=0):
-    return [small_model(family, seed, dtype=dtype, predicts_mask=True) for dtype in (torch.float32, torch.float64)]
+def both_precisions(small_model, layout, seed=0):
+    return [small_model(layout, seed, dtype=dtype, predicts_mask=True) for dtype in (torch.float32, torch.float64)]
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
-def test_packed_branches_equal_one_forward_per_branch(small_model, family):
+@pytest.mark.parametrize("layout", ["llada", "dream"])
+def test_packed_branches_equal_one_forward_per_branch(small_model, layout):
     """SPV1: the packed call gives each branch what its own dual-cache forward gives, within the float32
     rounding measured against a float64 rerun."""
     (packed32, single32), (_, single64) = [
         (packed_window_logits(model, branches, fed, cache), one_by_one(model, cache, branches, fed))
-        for model in both_precisions(small_model, family) for cache, branches, fed in [cached_window(model)]]
+        for model in both_precisions(small_model, layout) for cache, branches, fed in [cached_window(model)]]
     assert_within_rounding(packed32, single32, single64, "packed branches vs one forward per branch")
 
 
@@ -85,15 +85,15 @@ BASES = {"none": lambda m, p, **kw: reference(m, p, **kw),
 
 
 @settings(max_examples=30)
-@given(family=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["none", "dual"]),
+@given(layout=st.sampled_from(["llada", "dream"]), cache=st.sampled_from(["none", "dual"]),
        rule=st.sampled_from([TopK(1), Threshold(0.1), Threshold(0.02), LocalLeap(0.2, 2, 0.05)]),
        shape=st.sampled_from([(1, 1), (1, 3), (2, 2), (3, 3), (2, 4)]), seed=st.integers(0, 500),
        prompt_length=st.integers(1, 6), blocks=st.integers(1, 2), block_length=st.sampled_from([5, 6, 8]),
        alternatives=st.sampled_from(["position", "token"]))
-def test_speculation_reproduces_its_base_decoder(small_model, family, cache, rule, shape, seed, prompt_length, blocks,
+def test_speculation_reproduces_its_base_decoder(small_model, layout, cache, rule, shape, seed, prompt_length, blocks,
                                                  block_length, alternatives):
     """SP3: same commit order and canvas as R under the same cache policy, in no more forwards."""
-    model = small_model(family, seed % 4)
+    model = small_model(layout, seed % 4)
     prompt = torch.randint(0, 90, (1, prompt_length), generator=torch.Generator().manual_seed(seed))
     kw = dict(rule=rule, gen_length=blocks * block_length, block_length=block_length)
     base = BASES[cache](model, prompt, **kw)
@@ -179,13 +179,13 @@ def test_inter_block_speculation_is_tier_a_within_its_recorded_bound():
     assert ahead >= 1 and sum(matches) / len(matches) >= 0.95, (ahead, matches)
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
-def test_widened_windows_leave_the_block_queries_unchanged(small_model, family):
+@pytest.mark.parametrize("layout", ["llada", "dream"])
+def test_widened_windows_leave_the_block_queries_unchanged(small_model, layout):
     """SPV1 with lookahead_from = e: queries before e get the plain window's logits (R's), queries after see
     their branch's fresh keys."""
     x = torch.randint(0, 90, (1, 24), generator=torch.Generator().manual_seed(2))
     results = []
-    for model in both_precisions(small_model, family, seed=2):
+    for model in both_precisions(small_model, layout, seed=2):
         _, cache = model.prefill(x)
         start, end, stop, shift = 8, 13, 19, model.logit_shift
         branches = torch.stack([x[:, start - shift:stop].clone() for _ in range(3)])

@@ -25,7 +25,7 @@ LLADA_TO_LLAMA = {
 def official_state(model):
     """The model's tensors under the official names of its layout."""
     state = model.state_dict()
-    return {official: state[internal] for internal, official in LAYOUTS[model.family].tensor_names(model.cfg).items()}
+    return {official: state[internal] for internal, official in LAYOUTS[model.layout].tensor_names(model.cfg).items()}
 
 
 def to_llama_name(name: str) -> str:
@@ -45,7 +45,7 @@ def hf_twin(model):
                   num_key_value_heads=cfg.num_kv_heads, rms_norm_eps=cfg.rms_norm_eps,
                   rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
                   max_position_embeddings=cfg.max_length, tie_word_embeddings=False)
-    if model.family == "llada":
+    if model.layout == "llada":
         hf = LlamaForCausalLM(LlamaConfig(attention_bias=False, mlp_bias=False, **common))
         state = {to_llama_name(k): v for k, v in official_state(model).items()}
     else:
@@ -74,10 +74,10 @@ def canvas(model, lengths, total, seed):
     return x.masked_fill(~mask, model.special.pad_id), mask
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
-def test_forward_equals_transformers_bidirectional(family):
-    model64 = random_model(family, seed=3, dtype=torch.float64, **SIZES)
-    model32 = random_model(family, seed=3, dtype=torch.float32, **SIZES)
+@pytest.mark.parametrize("layout", ["llada", "dream"])
+def test_forward_equals_transformers_bidirectional(layout):
+    model64 = random_model(layout, seed=3, dtype=torch.float64, **SIZES)
+    model32 = random_model(layout, seed=3, dtype=torch.float32, **SIZES)
     hf64, hf32 = hf_twin(model64).double(), hf_twin(model32)
     x, mask = canvas(model32, lengths=[97, 60, 1], total=97, seed=0)
     with torch.no_grad():
@@ -89,15 +89,15 @@ def test_forward_equals_transformers_bidirectional(family):
     ref64, ref32 = ref64[:, : 97 - shift][real], ref32[:, : 97 - shift][real]
     ref_error = max_abs(ref32, ref64)  # transformers' own float32 rounding
     assert ref_error > 0
-    print(family, "ours32 err", max_abs(ours32, ref64), "ours64 err", max_abs(ours64, ref64), "ref32 err", ref_error)
+    print(layout, "ours32 err", max_abs(ours32, ref64), "ours64 err", max_abs(ours64, ref64), "ref32 err", ref_error)
     assert max_abs(ours32, ref64) <= 2 * ref_error + ulp32(ref64), (max_abs(ours32, ref64), ref_error)
     assert max_abs(ours64, ref64) <= ref_error, (max_abs(ours64, ref64), ref_error)
 
 
-@pytest.mark.parametrize("family", ["llada", "dream"])
-def test_twin_is_really_bidirectional(family):
+@pytest.mark.parametrize("layout", ["llada", "dream"])
+def test_twin_is_really_bidirectional(layout):
     """Guard for the test above: changing the last token must change position 0 in the transformers twin."""
-    model = random_model(family, seed=3, **SIZES)
+    model = random_model(layout, seed=3, **SIZES)
     hf = hf_twin(model)
     x, mask = canvas(model, lengths=[12], total=12, seed=1)
     y = x.clone()

@@ -15,7 +15,7 @@ One process, in this order, each part skipped (and said so) once ``--budget-s`` 
    wall second, with model calls, device, dtype, batch); tokens and calls are compared with eager veridec's
    (random weights leave near ties, so bf16 rounding can part two implementations: reported, not asserted).
    The official code's loop version is read from its signature (24cc59e, "legacy", spends one more cached
-   forward per block: veridec then runs ``legacy_loop=True`` so calls compare).
+   forward per block: veridec then runs ``loop="june2025"`` so calls compare).
 2. Per batch: ms per full forward and per dual-cache block step, eager and compiled (median of ``--repeats``),
    against the weight-bandwidth bound (bytes of the weights / ``--bandwidth-tbs``, default 4.8 TB/s, an H200).
 3. Speculative decoding (optimized/speculative.py) on Fast-dLLM 0.9 with the dual cache, batch 1, the first
@@ -149,7 +149,8 @@ def decode_config(model, official, batch: int, gen: int, args, compile_options, 
     prompt = torch.randint(0, model.special.mask_id - 2, (batch, args.prompt), generator=generator,
                            device="cpu").to(device)  # below the special ids
     legacy = not isinstance(official, str) and official[3] == "legacy"
-    kw = dict(steps=gen, gen_length=gen, block_length=args.block, threshold=THRESHOLD, legacy_loop=legacy)
+    kw = dict(steps=gen, gen_length=gen, block_length=args.block, threshold=THRESHOLD,
+              loop="june2025" if legacy else "current")
     rows, reference = {}, {}
     for cache, run in (("dual", generate_with_dual_cache), ("prefix", generate_with_prefix_cache)):
         if budget.spent():

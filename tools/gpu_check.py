@@ -65,8 +65,8 @@ SHAPES = {
 def tier_e(device: torch.device) -> dict[str, bool]:
     """Every preset on both layouts: the three Tier E identities, on ``device``."""
     results = {}
-    for family in ("llada", "dream"):
-        two, one = (never_predicts_mask(random_model(family, 0, num_layers=n, **SIZES).to(device)) for n in (2, 1))
+    for layout in ("llada", "dream"):
+        two, one = (never_predicts_mask(random_model(layout, 0, num_layers=n, **SIZES).to(device)) for n in (2, 1))
         prompt = torch.randint(0, 90, (3, 5), generator=torch.Generator().manual_seed(0), device="cpu").to(device)
         mask = torch.ones_like(prompt)
         mask[1, :3] = 0
@@ -79,7 +79,7 @@ def tier_e(device: torch.device) -> dict[str, bool]:
             ok &= all(same(ref1, optimized(one, prompt, mask, cache=c, **kw)) for c in caches)
             alone = optimized(two, prompt[1:2, 3:], cache="dual", **kw)
             ok &= torch.equal(optimized(two, prompt, mask, cache="dual", **kw).canvas[1, 3:], alone.canvas[0])
-            results[f"{family}/{name}"] = bool(ok)
+            results[f"{layout}/{name}"] = bool(ok)
     return results
 
 
@@ -89,23 +89,23 @@ SIZES = dict(dtype=torch.float64, hidden_size=32, num_heads=4, num_kv_heads=2, i
 def tier_e_speculative(device: torch.device) -> dict[str, bool]:
     """SP3 on the device: a 2x3 draft tree reproduces its base decoder (reference / dual cache) exactly."""
     results = {}
-    for family in ("llada", "dream"):
-        model = random_model(family, 1, num_layers=2, **SIZES).to(device)
+    for layout in ("llada", "dream"):
+        model = random_model(layout, 1, num_layers=2, **SIZES).to(device)
         prompt = torch.randint(0, 90, (1, 5), generator=torch.Generator().manual_seed(1), device="cpu").to(device)
         for rule in (TopK(1), Threshold(0.1), LocalLeap(0.2, 2, 0.05)):
             kw = dict(rule=rule, gen_length=12, block_length=6)
             for cache, base in (("none", reference(model, prompt, **kw)),
                                 ("dual", optimized(model, prompt, cache="dual", **kw))):
                 spec = speculative(model, prompt, cache=cache, width=2, depth=3, **kw)
-                results[f"speculative/{family}/{cache}/{rule.name}"] = same(base, spec)
+                results[f"speculative/{layout}/{cache}/{rule.name}"] = same(base, spec)
     return results
 
 
 def tier_e_fastguide(device: torch.device) -> dict[str, bool]:
     """GF4 on the device: windows covering the canvas make sparse recomputation exact, greedy and sampled."""
     results = {}
-    for family in ("llada", "dream"):
-        model = random_model(family, 2, num_layers=2, **SIZES).to(device)
+    for layout in ("llada", "dream"):
+        model = random_model(layout, 2, num_layers=2, **SIZES).to(device)
         g = torch.Generator().manual_seed(2)
         weights = torch.randn(model.vocab_size, 6, generator=g, dtype=torch.float64, device="cpu")  # [V, 6]
         reward = LinearReward(weights.to(device),
@@ -116,17 +116,17 @@ def tier_e_fastguide(device: torch.device) -> dict[str, bool]:
                       guidance=GuidanceParams(steps=1))
             runs = [decode(model, prompt, reward, ["", ""], generator=torch.Generator(device).manual_seed(0), **kw)
                     for decode in (fastguide_exact, fastguide_sparse)]
-            results[f"fastguide/{family}/{'greedy' if greedy else 'sampled'}"] = same(*runs)
+            results[f"fastguide/{layout}/{'greedy' if greedy else 'sampled'}"] = same(*runs)
     return results
 
 
 def cross_device(device: torch.device) -> dict[str, int]:
     """Every preset's float64 decode on the CPU and on the device: how many agree (commit order and canvas)."""
     agree = total = 0
-    for family in ("llada", "dream"):
-        model = never_predicts_mask(random_model(family, 3, num_layers=2, **SIZES))
+    for layout in ("llada", "dream"):
+        model = never_predicts_mask(random_model(layout, 3, num_layers=2, **SIZES))
         prompt = torch.randint(0, 90, (2, 5), generator=torch.Generator().manual_seed(3), device="cpu")
-        on_device = never_predicts_mask(random_model(family, 3, num_layers=2, **SIZES).to(device))
+        on_device = never_predicts_mask(random_model(layout, 3, num_layers=2, **SIZES).to(device))
         for rule in PRESETS.values():
             kw = dict(rule=rule, gen_length=8, block_length=4)
             cpu, dev = reference(model, prompt, **kw), reference(on_device, prompt.to(device), **kw)

@@ -28,7 +28,7 @@ otherwise. Speeds follow ``veridec.throughput`` (tokens to the first EOS per sec
 and batch). ``--fastdllm`` (the official NVlabs/Fast-dLLM llada/ folder, in an environment where it imports:
 docs/maintainers.md) also times the official ``generate`` / ``generate_with_prefix_cache`` /
 ``generate_with_dual_cache`` on the same weights in the same alternation (its model built as
-tools/gpu_bench.py builds it; veridec runs ``legacy_loop=True`` against the June 2025 loop so the calls agree)
+tools/gpu_bench.py builds it; veridec runs ``loop="june2025"`` against the June 2025 loop so the calls agree)
 and checks its tokens against veridec's.
 """
 
@@ -47,7 +47,7 @@ import veridec.rules.step as step_module
 from veridec.decoding import check_logits
 from veridec.files import write_text_atomic
 from veridec.models import random_model
-from veridec.models.interface import takes_narrowed_logits
+from veridec.models.interface import takes_narrow_logits
 from veridec.models.shipped import load_model
 from veridec.optimized.fastdllm import generate, generate_with_dual_cache, generate_with_prefix_cache
 from veridec.rules.parallel import symmetrized_dependency
@@ -92,7 +92,7 @@ def record_step_before(trace, block: int, before: torch.Tensor, after: torch.Ten
 
 def take_step_before(run, x: torch.Tensor, block, step: int, at_start: torch.Tensor, logits: torch.Tensor,
                      attentions, window) -> torch.Tensor:
-    check_logits(logits, run.trace, offset=window.start)  # the whole window: no where=, as then
+    check_logits(logits, run.trace.progress, offset=window.start)  # the whole window: no where=, as then
     span = slice(window.start, window.start + logits.shape[1])
     tokens = x[:, span]  # [B, W]
     positions = torch.arange(span.start, span.stop, device=x.device)
@@ -120,7 +120,7 @@ class TimedModel:
 
     def __init__(self, model):
         self.model, self.seconds = model, 0.0
-        self.narrowable_logits = takes_narrowed_logits(model)  # its forwards pass scored / logit_rows on
+        self.narrow_logits = takes_narrow_logits(model)  # its forwards pass logit_rows on
 
     def __getattr__(self, name):
         return getattr(self.model, name)
@@ -151,7 +151,7 @@ def timed_official(official, cache: str, prompt: torch.Tensor, mask_id: int) -> 
     """One decode of the official code: wall seconds, canvas and forward count."""
     generate, model = official
     function = generate.generate if cache == "none" else getattr(generate, f"generate_with_{cache}_cache")
-    settings = {key: value for key, value in SETTINGS.items() if key != "legacy_loop"}
+    settings = {key: value for key, value in SETTINGS.items() if key != "loop"}
     sync(prompt.device)
     started = time.perf_counter()
     canvas, calls = function(model, prompt, temperature=0.0, mask_id=mask_id, **settings)
@@ -176,7 +176,8 @@ def timed_decode(model, cache: str, prompt: torch.Tensor, variant: str) -> dict:
     try:
         sync(prompt.device)
         started = time.perf_counter()
-        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == "after", **SETTINGS)
+        settings = {**SETTINGS, "loop": "current"} if cache == "none" else SETTINGS  # the June 2025 loop: cached only
+        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == "after", **settings)
         sync(prompt.device)
         total = time.perf_counter() - started
     finally:
@@ -190,7 +191,7 @@ def measure(models: list[str], caches: list[str], repeats: int, fastdllm: Path |
     rows, same, official_rows = [], {}, []
     loaded = None if fastdllm is None else load_official(fastdllm)
     if loaded is not None and not isinstance(loaded, str):
-        SETTINGS["legacy_loop"] = loaded[3] == "legacy"
+        SETTINGS["loop"] = "june2025" if loaded[3] == "legacy" else "current"
     for name in models:
         model = MODELS[name]()
         prompt = torch.randint(0, model.special.mask_id, (1, PROMPT_LENGTH),
@@ -286,7 +287,8 @@ def markdown(result: dict) -> str:
     if result.get("official"):
         lines += ["", f"## Against the official code ({config['official']}), same weights, same run", "",
                   "Decode seconds (minima over repeats), veridec `after`"
-                  + (" with `legacy_loop=True`, the official loop's" if config.get("legacy_loop") else "") + ".", "",
+                  + (" with `loop=\"june2025\"`, the official loop's" if config.get("loop") == "june2025" else "")
+                  + ".", "",
                   "Paired: the ratio repeat by repeat (lowest, highest).", "",
                   "| model | cache | official s | veridec s | official / veridec | paired | same tokens | same calls |",
                   "|---" * 8 + "|"]

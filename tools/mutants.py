@@ -105,9 +105,9 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ1.4 step 3-4, SQ1.6", (SAMPLERS,)),
     # ------------------------------------------------------------------ veridec/rules: dream
     Mutant(
-        "top-p-drops-crossing-token", "veridec/rules/dream.py",
-        "remove[..., 1:] = remove[..., :-1].clone()",
-        "remove[..., 1:] = remove[..., 1:].clone()",
+        "top-p-drops-crossing-token", "veridec/rules/filters.py",
+        "drop[..., 1:] = beyond[..., :-1]",
+        "drop[..., 1:] = beyond[..., 1:]",
         "nucleus filter forgets the shift: the token that crosses top_p is removed",
         "spec/sequential.md SQ2.5", (SAMPLERS, GUIDANCE)),
     Mutant(
@@ -119,9 +119,9 @@ MUTANTS: list[Mutant] = [
         "sample_tokens applies top-p to the untempered logits, then divides by the temperature",
         "spec/sequential.md SQ2.5", (SAMPLERS,)),
     Mutant(
-        "dream-entropy-sign", "veridec/rules/dream.py",
-        "confidence = torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
-        "confidence = -torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
+        "dream-entropy-sign", "veridec/rules/common.py",
+        "return torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
+        "return -torch.sum(probs * torch.log(probs + 1e-10), dim=-1)",
         "alg='entropy' scores by +entropy, so the least certain positions are committed first",
         "spec/sequential.md SQ2.4; spec/notation.md N4", (SAMPLERS,)),
     Mutant(
@@ -298,8 +298,8 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ veridec/guidance
     Mutant(
         "entrgi-log-vocab-minus-one", "veridec/guidance/guide.py",
-        "return entropy / math.log(probs.shape[-1])",
-        "return entropy / math.log(probs.shape[-1] - 1)",
+        "return nats / math.log(probs.shape[-1])",
+        "return nats / math.log(probs.shape[-1] - 1)",
         "EntRGi normalizes the entropy by log(|V| - 1) instead of log |V|",
         "spec/guidance.md G4", (GUIDANCE,)),
     Mutant(
@@ -488,16 +488,16 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ0.1 (trace)", (GOLDEN, DECODERS)),
     Mutant(
         "unused-draw-on-the-dual-cache", "optimized/fastdllm.py",
-        'hook=UpstreamLoop(unused_draw=cache == "prefix", legacy=legacy_loop and cache != "none"),',
-        'hook=UpstreamLoop(unused_draw=cache == "dual", legacy=legacy_loop and cache != "none"),',
+        'return replace(self, unused_draw=cache == "prefix")',
+        'return replace(self, unused_draw=cache == "dual")',
         "the official prefix path's unused Gumbel draw is made on the dual cache instead",
         "spec/fastdllm.md FD6", (CACHE, FASTDLLM)),
     Mutant(
-        "legacy-forward-at-step-zero", "optimized/fastdllm.py",
-        "return self.legacy and step == 1",
-        "return self.legacy and step == 0",
-        "legacy_loop's extra cached forward is tied to step 0, which the loop never asks about",
-        "spec/fastdllm.md FD6 (legacy_loop)", (CACHE, COUNTERS)),
+        "june2025-forward-at-step-zero", "optimized/fastdllm.py",
+        "return self.extra_forward and step == 1",
+        "return self.extra_forward and step == 0",
+        "the June 2025 loop's extra cached forward is tied to step 0, which the loop never asks about",
+        "spec/fastdllm.md FD6 (loop=\"june2025\")", (CACHE, COUNTERS)),
     Mutant(
         "packed-branches-see-each-other", "optimized/packed.py",
         "new_part = (branch_of[:, None] != branch_of[None, :]).expand(batch, -1, -1).clone()  # [B, K*Q, K*Q]",
@@ -650,8 +650,8 @@ MUTANTS: list[Mutant] = [
         "spec/sequential.md SQ2.7", (CHECK, SAMPLERS)),
     Mutant(
         "dream-top-p-always-stable", "veridec/rules/dream.py",
-        'stable = ties == "lowest"',
-        "stable = True",
+        'stable=ties == "lowest"',
+        "stable=True",
         "ties='torch' does not reach top-p's sort, which keeps tied logits in id order",
         "spec/sequential.md SQ2.5", (SAMPLERS,)),
     Mutant(

@@ -141,16 +141,16 @@ MUTANTS: list[Mutant] = [
         "spec/editing.md ED8", _EDITING_TESTS),
     # ------------------------------------------------------------------ events
     Mutant(
-        "blockcache-revoke-kind-by-old", _EDITING,
-        '        self.events += [Event("revoke" if new == mask else "edit", index, row, start + i, old, new, q)\n',
-        '        self.events += [Event("revoke" if old == mask else "edit", index, row, start + i, old, new, q)\n',
+        "blockcache-revoke-kind-by-old", "veridec/events.py",
+        '            + [Event("revoke" if new == mask_id else "edit", step, row, offset + p, old, new, q)\n',
+        '            + [Event("revoke" if old == mask_id else "edit", step, row, offset + p, old, new, q)\n',
         "a revocation (an edit writing the mask token) is recorded as an edit: whenever the model edits a placed "
         "token back to the mask, the event's kind differs from the reference's",
         "spec/editing.md ED4", _EDITING_TESTS),
     Mutant(
         "blockcache-event-step-batch-index", _EDITING,
-        "        index, mask = len(self.margins[row]), self.mask_id\n",
-        "        index, mask = max(map(len, self.margins)), self.mask_id\n",
+        "step_events(len(self.margins[row]), row,",
+        "step_events(max(map(len, self.margins)), row,",
         "an event's step is the batch's step count rather than the row's own forward index: alone a row is "
         "unchanged, but in a batch every row after the first in a step (and any row behind the others) "
         "records its events one or more steps late",

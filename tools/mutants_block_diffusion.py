@@ -4,11 +4,11 @@ BD1-BD10; spec/models.md M10; spec/exactness.md EC6, EC7).
 It covers the rule ``veridec.rules.sdar`` (``SDARParams``' validation, the transfer schedule, ``filtered_logits``'
 top-k ties and shifted top-p, ``sample_block``'s greedy lowest id, ``select``'s capped quota, sequential first
 masks, strict dynamic threshold and its quota, static top-n with ``ties`` lowest or torch, ``_entropy_bounded``,
-``published_select``, ``official_overwrites``, ``row_record``'s commits), the plain decoder
+``official_select``, ``official_overwrites``, ``row_record``'s commits), the plain decoder
 ``reference/block_diffusion.py`` (the canvas, the first decoded block, the block-causal forward up to the block's
 end, the step past the schedule, the stop rule), the cached, batched decoder ``optimized/block_diffusion.py`` (the
 layout in whole blocks, ``layout_output``, the prefill, ``decode_block``'s live rows and stops, ``_step``'s per-row
-generators and published writes), the model (``block_causal_bias``, ``cached_block_bias``, ``forward_blocks``'
+generators and the official loop's writes), the model (``block_causal_bias``, ``cached_block_bias``, ``forward_blocks``'
 ``first_real``, ``block_cache``; q/k norms in ``Attention.project``; the SDAR layout's config and tensor names),
 the ``hf-block`` convention (``HFBlockConvention``: slots per cache handle, the mask's columns), the recording of
 block calls (a position shown for the first time is no commit), and the check's side: ``testing.targets``' step
@@ -58,21 +58,20 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-topk-drops-ties",
-        "veridec/rules/sdar.py",
-        "        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # [N, 1]\n"
-        "        logits = torch.where(logits < kth, torch.full_like(logits, -math.inf), logits)\n",
-        "        top = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1)  # [N, k]\n"
-        "        logits = torch.full_like(logits, -math.inf).scatter(-1, top.indices, top.values)\n",
+        "veridec/rules/filters.py",
+        "    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1:]  # [.., 1]\n"
+        "    return logits.masked_fill(logits < kth, fill)\n",
+        "    top = torch.topk(logits, min(top_k, logits.shape[-1]))  # [.., k]\n"
+        "    return torch.full_like(logits, fill).scatter(-1, top.indices, top.values)\n",
         "top-k keeps exactly k tokens by index: tokens tied with the k-th largest logit (the check models' twin "
         "tokens) are dropped, changing the filtered law and every draw there",
         "spec/block_diffusion.md BD4", RULE,
     ),
     Mutant(
         "bd-topp-without-shift",
-        "veridec/rules/sdar.py",
-        "        remove[..., 1:] = remove[..., :-1].clone()\n"
-        "        remove[..., 0] = False\n",
-        "        remove[..., 0] = False\n",
+        "veridec/rules/filters.py",
+        "    drop[..., 1:] = beyond[..., :-1]  # the mass before the token exceeds top_p\n",
+        "    drop[..., 1:] = beyond[..., 1:]  # the mass before the token exceeds top_p\n",
         "top-p drops the token whose cumulative mass crosses top_p instead of keeping it (the mask not shifted "
         "right by one): the nucleus is one token short",
         "spec/block_diffusion.md BD4", RULE,
@@ -118,18 +117,18 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "bd-lowest-ties-by-topk",
-        "veridec/rules/sdar.py",
-        "    order = torch.sort(confidence, descending=True, stable=True).indices[:n]\n",
-        "    order = torch.topk(confidence, n).indices\n",
+        "veridec/rules/common.py",
+        "    return torch.sort(scores, descending=largest, stable=True).indices[:k]\n",
+        "    return torch.topk(scores, k, largest=largest).indices\n",
         "ties='lowest' ranks with torch.topk, whose CPU order on equal confidences is not the lowest position: "
         "under top_k=1 (every confidence 1) the default check picks torch's positions",
         "spec/block_diffusion.md BD6.5", (BD, CHECK),
     ),
     Mutant(
         "bd-torch-ties-by-stable-sort",
-        "veridec/rules/sdar.py",
-        "        return chosen.index_fill(0, torch.topk(confidence, n).indices, True)\n",
-        "        return chosen.index_fill(0, torch.sort(confidence, descending=True, stable=True).indices[:n], True)\n",
+        "veridec/rules/common.py",
+        "        return torch.topk(scores, k, largest=largest).indices\n",
+        "        return torch.sort(scores, descending=largest, stable=True).indices[:k]\n",
         "ties='torch' ranks equal confidences lowest position first instead of calling torch.topk: --ties torch "
         "no longer matches a candidate that ranks as the published code",
         "spec/block_diffusion.md BD6.5", RULE,
@@ -145,16 +144,16 @@ MUTANTS: list[Mutant] = [
     ),
     # --- veridec/rules/sdar.py: the published behaviour and its defects ----------------------------------------
     Mutant(
-        "bd-published-quota-capped",
+        "bd-official-quota-capped",
         "veridec/rules/sdar.py",
         "    n = params.schedule[step]\n",
         "    n = min(params.schedule[step], int(masked.sum()))\n",
-        "published_select caps the quota at the masks left: the published overwrites of prompt and committed "
+        "official_select caps the quota at the masks left: the published overwrites of prompt and committed "
         "tokens (BD7.3) are no longer reproduced",
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
-        "bd-published-sequential-masked-only",
+        "bd-official-sequential-masked-only",
         "veridec/rules/sdar.py",
         "        chosen[first:first + n] = True\n",
         "        chosen[first:first + n] = masked[first:first + n]\n",
@@ -163,7 +162,7 @@ MUTANTS: list[Mutant] = [
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
     Mutant(
-        "bd-published-confidence-unmasked",
+        "bd-official-confidence-unmasked",
         "veridec/rules/sdar.py",
         "        return chosen\n"
         "    confidence = torch.where(masked, x0_p, torch.full_like(x0_p, -math.inf))  # [b]\n",
@@ -194,9 +193,9 @@ MUTANTS: list[Mutant] = [
     # --- reference/block_diffusion.py ----------------------------------------------------------------------
     Mutant(
         "bd-ref-canvas-floor",
-        "reference/block_diffusion.py",
-        "    length = -(-(prompt.shape[1] + gen_length) // block_length) * block_length\n",
-        "    length = (prompt.shape[1] + gen_length) // block_length * block_length\n",
+        "veridec/canvas.py",
+        "    return -(-length // block_size) * block_size\n",
+        "    return length // block_size * block_size\n",
         "the canvas is rounded down to whole blocks instead of up: the last partial block of the generation is "
         "never decoded and the canvas is shorter than T",
         "spec/block_diffusion.md BD2", DECODE,
@@ -291,20 +290,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-opt-row0-generator",
         "optimized/block_diffusion.py",
-        "                                           self.params.top_p, self.generators[row], self.mask_id if past "
-        "else None)\n",
-        "                                           self.params.top_p, self.generators[0], self.mask_id if past "
-        "else None)\n",
+        "self.generators[row], self.loop.banned(step, self.params, self.mask_id))\n",
+        "self.generators[0], self.loop.banned(step, self.params, self.mask_id))\n",
         "every row draws from row 0's generator: with a generator per row the batch no longer equals the rows' "
         "single decodes",
         "spec/block_diffusion.md BD8.2", (BD,),
     ),
     Mutant(
-        "bd-opt-published-overwrites-guarded",
+        "bd-opt-official-overwrites-guarded",
         "optimized/block_diffusion.py",
-        "            written = transfer if self.published else transfer & masked[row]\n",
-        "            written = transfer & masked[row]\n",
-        "published=True writes only masked positions: the published overwrites of prompt and committed tokens "
+        "        return transfer\n",
+        "        return transfer & masked\n",
+        "the official loop writes only masked positions: the published overwrites of prompt and committed tokens "
         "are not in the canvas, so the published run equals the intended one",
         "spec/block_diffusion.md BD10", (GOLDEN, CHECK, SELECTION),
     ),
@@ -485,10 +482,10 @@ MUTANTS: list[Mutant] = [
         "spec/block_diffusion.md BD9", (CHECK,),
     ),
     Mutant(
-        "bd-published-target-intended",
+        "bd-official-target-intended",
         'testing/families/sdar.py',
-        "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)\n",
-        "    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, **settings)\n",
+        'ties=ties, loop="official", **settings)',
+        "ties=ties, **settings)",
         "the target's published behaviour runs veridec's intended decode: a candidate that overwrites as the "
         "published code fails, and one that deviates otherwise may pass",
         "spec/block_diffusion.md BD10", (CHECK,),

@@ -2,9 +2,9 @@
 """A mutation catalogue for veridec's parallel rules inside blocks and the block rows built on them
 (spec/block_diffusion.md BD1, BD8, BD9, BD11; spec/exactness.md E2, E5; spec/parallel.md P1, P11).
 
-It covers the cached, batched decoder ``optimized/block_parallel.py`` (``ParallelRun.decode_block``'s live
+It covers the cached, batched decoder ``optimized/block_parallel.py`` (``Run.decode_block``'s live
 candidates, block bookkeeping, rule memory, recorded logits, store and stops; ``_to_output_positions``) and the
-helpers it reuses from ``optimized/block_diffusion.py`` (``BlockRun.live_rows``, ``layout_output``, ``_step``'s
+helpers it reuses from ``optimized/block_diffusion.py`` (``Run.live_rows``, ``layout_output``, ``_step``'s
 ``record_logits``), the plain decoder ``reference/block_diffusion.py`` (``parallel_generate``'s block-causal
 forward and first block; ``_decode_block``'s recorded logits), the rule's ``check_stops`` and ``row_record``'s
 kept logits, the argument checks ``check_block_rule`` and ``check_sampling``, the exactness table's block rows
@@ -81,8 +81,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bp-logits-never-recorded",
         "optimized/block_parallel.py",
-        "                        result.choice_logits, result.order, self.record_logits, offset=start)\n",
-        "                        result.choice_logits, result.order, False, offset=start)\n",
+        "                        result.choice_logits, result.order, self.record_logits,\n",
+        "                        result.choice_logits, result.order, False,\n",
         "record_logits is dropped on the cached side: the trace holds no logits, so the table's max_logit_error "
         "has nothing to compare and reads 0",
         "spec/exactness.md E2", PARALLEL,
@@ -90,8 +90,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bp-output-positions-minus-shift",
         "optimized/block_parallel.py",
-        "        record.positions = [[p + shift for p in row] for row, shift in zip(record.positions, self.offset)]\n",
-        "        record.positions = [[p - shift for p in row] for row, shift in zip(record.positions, self.offset)]\n",
+        "                        offset=[start + shift for shift in self.offset])  # in the output's layout\n",
+        "                        offset=[start - shift for shift in self.offset])  # in the output's layout\n",
         "trace positions move from the batch canvas to the output layout by the offset subtracted instead of "
         "added: correct only for rows with no padding and no shift",
         "spec/block_diffusion.md BD8.2", PARALLEL,
@@ -101,14 +101,10 @@ MUTANTS: list[Mutant] = [
         "optimized/block_parallel.py",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "        self.forward(start, b, store=False)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "the finished block is never written into the cache: later blocks attend to an empty slot instead of "
         "the block's keys and values",
         "spec/block_diffusion.md BD8.1", PARALLEL,
@@ -118,14 +114,10 @@ MUTANTS: list[Mutant] = [
         "optimized/block_parallel.py",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, end)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "        self.forward(start, b, store=True)\n"
         "        self.update_stops(live, start)\n"
-        "        return True\n"
-        "\n"
-        "    def _to_output_positions",
+        "        return True\n",
         "the stop ids are looked for up to the block's start, not its end: a row that writes a stop token "
         "decodes one more block before it stops",
         "spec/block_diffusion.md BD11", PARALLEL,
@@ -143,8 +135,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bd-step-logits-never-kept",
         "optimized/block_diffusion.py",
-        "                                      self.mask_id, self.record_logits))\n",
-        "                                      self.mask_id))\n",
+        "start + self.offset[row], self.mask_id,\n                            self.record_logits)\n",
+        "start + self.offset[row], self.mask_id)\n",
         "the cached SDAR step no longer asks row_record for the logits: with record_logits the trace holds None "
         "per row, so the table's sdar rows have no logits to compare",
         "spec/exactness.md E2", SDAR,
@@ -173,8 +165,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ref-sdar-logits-never-recorded",
         "reference/block_diffusion.py",
-        "                                      [kept] if record_logits else None))\n",
-        "                                      None))\n",
+        "        record_rows(trace, block, [row], record_logits)\n",
+        "        record_rows(trace, block, [row], False)\n",
         "the SDAR reference never records logits: the table's sdar rows compare the cached logits with nothing "
         "and report a max_logit_error of 0",
         "spec/exactness.md E2", SDAR,
@@ -361,10 +353,11 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "rec-dynamic-logits-not-kept",
         "veridec/recording.py",
-        "        output = self.model.forward_dynamic(tokens, positions, cache, **options)\n"
-        "        if self.keep_logits:\n"
-        "            self.calls[-1].logits = output.logits.detach().cpu()\n",
-        "        output = self.model.forward_dynamic(tokens, positions, cache, **options)\n",
+        "        return self._log_positioned(\"block\", tokens, positions, True,\n"
+        "                                    lambda: self.model.forward_dynamic(tokens, positions, cache, **options))\n",
+        "        self._count()\n"
+        "        self.calls.append(Call(\"block\", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), True))\n"
+        "        return self.model.forward_dynamic(tokens, positions, cache, **options)\n",
         "forward_dynamic never keeps its logits: block_logit_errors has no call to measure and tier A reports "
         "no logit error for an hf-block candidate",
         "spec/block_diffusion.md BD9", (RECORDING, CHECK),

@@ -1,10 +1,10 @@
 # ruff: noqa: E501  (a mutant's original and mutated texts are verbatim source lines)
 """A mutation catalogue for narrowed logits (spec/models.md M5.1, spec/parallel.md P11 "Narrowed logits"): the
-transformer's ``scored`` / ``logit_rows`` (``scoring_rows``: the queries a - shift .. b - 1 extended to each row's
-first real position; ``realign_shifted``'s scored window: their realignment; ``raw_forward``'s last layer only; ``Block.forward``'s query
-rows and ``bias_rows``; ``forward_cached``'s pass-through; the ``scored`` validation and the ``output_attentions``
-exclusion; ``narrowable_logits``), ``Attention.project``'s query rows (RoPE selected with them), the optimized
-parallel decoder (``narrows_logits``, the ``narrow_logits`` flag, ``refresh``'s scored window and its ``Window``,
+transformer's ``logit_rows`` (``scoring_rows``: the queries a - shift .. b - 1 extended to each row's
+first real position; ``realign_shifted``'s token window: their realignment; ``raw_forward``'s last layer only; ``Block.forward``'s query
+rows and ``bias_rows``; ``forward_cached``'s pass-through; the ``logit_rows`` slice validation and the ``output_attentions``
+exclusion; the ``narrow_logits`` declaration), ``Attention.project``'s query rows (RoPE selected with them), the optimized
+parallel decoder (``can_narrow_logits``, the ``narrow_logits`` flag, ``refresh``'s token window and its ``Window``,
 ``cached_forward``'s logit rows), the compiled wrapper's and Fast-dLLM's pass-through, the check targets that keep
 the whole window, and the host-share tool's variants.
 
@@ -44,10 +44,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-rows-start-ignores-shift",
         TRANSFORMER,
-        "        return torch.arange(max(0, scored.start - self.logit_shift), stop, device=mask.device)  # [R]\n",
-        "        return torch.arange(scored.start, stop, device=mask.device)  # [R]\n",
-        "the scoring rows start at a, not a - shift: Dream's query scoring token a (at a - 1) is not "
-        'run, every narrowed Dream logit comes from the wrong query (or past the rows)',
+        "        return torch.arange(max(0, logit_rows.start - self.logit_shift), stop, device=mask.device)  # [R]\n",
+        "        return torch.arange(logit_rows.start, stop, device=mask.device)  # [R]\n",
+        "the scoring rows start at a, not a - shift: Dream's query scoring token a (at a - 1) is not run, every narrowed Dream logit comes from the wrong query (or past the rows)",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -65,13 +64,13 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-scored-empty-accepted",
         TRANSFORMER,
-        "                and 0 <= scored.start < scored.stop <= length):\n",
-        "                and 0 <= scored.start <= scored.stop <= length):\n",
-        "the validation accepts an empty slice (start == stop) instead of raising ValueError naming scored",
+        " and 0 <= logit_rows.start < logit_rows.stop <= length):\n",
+        " and 0 <= logit_rows.start <= logit_rows.stop <= length):\n",
+        "the validation accepts an empty slice (start == stop) instead of raising ValueError naming logit_rows",
         M5_1,
         (NARROW, HOSTILE),
     ),
-    # --- veridec/models/interface.py: realign_shifted's scored window ---
+    # --- veridec/models/interface.py: realign_shifted's token window ---
     Mutant(
         "narrow-aligned-offset-unshifted",
         INTERFACE,
@@ -94,10 +93,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-aligned-scored-ignored",
         INTERFACE,
-        "    tokens = slice(0, raw_logits.shape[1]) if scored is None else scored\n",
+        "    tokens = slice(0, raw_logits.shape[1]) if logit_rows is None else logit_rows\n",
         "    tokens = slice(0, raw_logits.shape[1])\n",
-        'the realignment ignores the scored window and realigns the narrowed rows as if they were '
-        'the canvas from position 0',
+        "the realignment ignores the token window and realigns the narrowed rows as if they were the canvas from position 0",
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
@@ -147,12 +145,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-not-narrowable",
         TRANSFORMER,
-        '    narrowable_logits = True  # forward / prefill take ``scored``, forward_cached / '
-        'raw_forward ``logit_rows`` (M5.1)\n',
-        '    narrowable_logits = False  # forward / prefill take ``scored``, forward_cached / '
-        'raw_forward ``logit_rows`` (M5.1)\n',
-        'the transformer does not say it takes scored / logit_rows: the optimized decoder never '
-        "narrows (P11's default lost)",
+        "    narrow_logits = True  # every forward takes ``logit_rows`` (M5.1): a token slice, or raw_forward's query rows\n",
+        "    narrow_logits = False  # every forward takes ``logit_rows`` (M5.1): a token slice, or raw_forward's query rows\n",
+        "the transformer does not say it takes logit_rows: the optimized decoder never narrows (P11's default lost)",
         M5_1,
         (NARROW, DECODERS),
     ),
@@ -167,31 +162,30 @@ MUTANTS: list[Mutant] = [
         M5_1,
         (NARROW, MODEL_CACHE),
     ),
-    # --- optimized/parallel.py: narrows_logits and decode's flag ---
+    # --- optimized/parallel.py: can_narrow_logits and decode's flag ---
     Mutant(
         "narrow-on-for-whole-window",
         PARALLEL,
-        "    return takes_narrowed_logits(run.model) and not (run.reads_whole_window or run.needs_attention)\n",
-        "    return takes_narrowed_logits(run.model) and not run.needs_attention\n",
-        "the forwards narrow when the step reads the whole window too (KLASS's history, temperature "
-        "> 0, random remasking): the draws lose the reference's shapes",
+        "    return takes_narrow_logits(run.model) and not (run.reads_whole_window or run.needs_attention)\n",
+        "    return takes_narrow_logits(run.model) and not run.needs_attention\n",
+        "the forwards narrow when the step reads the whole window too (KLASS's history, temperature > 0, random remasking): the draws lose the reference's shapes",
         P11,
         (NARROW, DECODERS, FASTDLLM, FASTDLLM_CACHE),
     ),
     Mutant(
         "narrow-on-for-attention",
         PARALLEL,
-        "    return takes_narrowed_logits(run.model) and not (run.reads_whole_window or run.needs_attention)\n",
-        "    return takes_narrowed_logits(run.model) and not run.reads_whole_window\n",
-        "the forwards narrow when the rule reads attention weights (DAPD): scored / logit_rows meet output_attentions",
+        "    return takes_narrow_logits(run.model) and not (run.reads_whole_window or run.needs_attention)\n",
+        "    return takes_narrow_logits(run.model) and not run.reads_whole_window\n",
+        "the forwards narrow when the rule reads attention weights (DAPD): logit_rows meet output_attentions",
         P11,
         (NARROW, DECODERS),
     ),
     Mutant(
         "narrow-flag-ignored",
         PARALLEL,
-        "    run.narrow = narrow_logits and narrows_logits(run)\n",
-        "    run.narrow = narrows_logits(run)\n",
+        "    run.narrow_logits = narrow_logits and can_narrow_logits(run)\n",
+        "    run.narrow_logits = can_narrow_logits(run)\n",
         "narrow_logits=False is ignored: the forwards narrow whenever the rule allows it",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
@@ -214,18 +208,16 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "    return out.logits, out.attentions, Window(window.start, query, query), kv\n",
         "    return out.logits, out.attentions, Window(0, query, query), kv\n",
-        "the refresh's Window starts at 0, not at the scored window's start: the step reads its "
-        "columns as if they began at the canvas's first position",
+        "the refresh's Window starts at 0, not at the token window's start: the step reads its columns as if they began at the canvas's first position",
         P11,
         (NARROW, DECODERS, FASTDLLM, FASTDLLM_CACHE),
     ),
     Mutant(
         "narrow-refresh-from-block-start",
         PARALLEL,
-        "    window = slice(block.first, block.end) if run.narrow else slice(0, x.shape[1])\n",
-        "    window = slice(block.start, block.end) if run.narrow else slice(0, x.shape[1])\n",
-        'the refresh scores the block from its start, not from block.first: prompt masks left of the '
-        'block (SQ1.3) get no logits and never compete',
+        "    window = slice(block.first, block.end) if run.narrow_logits else slice(0, x.shape[1])\n",
+        "    window = slice(block.start, block.end) if run.narrow_logits else slice(0, x.shape[1])\n",
+        "the refresh scores the block from its start, not from block.first: prompt masks left of the block (SQ1.3) get no logits and never compete",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -234,8 +226,7 @@ MUTANTS: list[Mutant] = [
         PARALLEL,
         "        out, kv = run.model.prefill(x, run.attention_mask, **options)\n",
         "        out, kv = run.model.prefill(x, run.attention_mask, output_attentions=run.needs_attention)\n",
-        "the cached refresh (prefill) is not asked for scored: it returns the whole canvas's logits "
-        'while its Window says they start at block.first',
+        "the cached refresh (prefill) is not asked for logit_rows: it returns the whole canvas's logits while its Window says they start at block.first",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -262,11 +253,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-cached-ignores-run-flag",
         PARALLEL,
-        '    narrow = run.narrow and fed.shape[1] > width  # (a LLaDA dual step feeds the block '
-        'alone: nothing to cut)\n',
+        "    narrow = run.narrow_logits and fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)\n",
         "    narrow = fed.shape[1] > width  # (a LLaDA dual step feeds the block alone: nothing to cut)\n",
-        'the cached step cuts its logit rows whenever it feeds more than the block, whatever '
-        "run.narrow says (narrow_logits=False, KLASS, sampled steps, DAPD's attention)",
+        "the cached step cuts its logit rows whenever it feeds more than the block, whatever run.narrow_logits says (narrow_logits=False, KLASS, sampled steps, DAPD's attention)",
         P11,
         (NARROW, DECODERS, FASTDLLM_CACHE),
     ),
@@ -274,10 +263,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-compiled-prefill-unscored",
         COMPILED_CODE,
-        "                                  output_attentions=output_attentions, scored=scored)\n",
+        "                                  output_attentions=output_attentions, logit_rows=logit_rows)\n",
         "                                  output_attentions=output_attentions)\n",
-        "the compiled wrapper's prefill drops scored: a compiled narrowed refresh returns the whole "
-        "canvas's logits under a window starting at block.first",
+        "the compiled wrapper's prefill drops logit_rows: a compiled narrowed refresh returns the whole canvas's logits under a window starting at block.first",
         M5_1,
         (NARROW, COMPILED),
     ),
@@ -294,10 +282,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-fastdllm-flag-dropped",
         FASTDLLM_CODE,
-        "                  compile=compile, narrow_logits=narrow_logits)\n",
-        "                  compile=compile)\n",
-        'the Fast-dLLM decoders do not pass narrow_logits on: narrow_logits=False still narrows '
-        "(veridec check's cached targets with it)",
+        "                  hook=hook, compile=compile, narrow_logits=narrow_logits)\n",
+        "                  hook=hook, compile=compile)\n",
+        "the Fast-dLLM decoders do not pass narrow_logits on: narrow_logits=False still narrows (veridec check's cached targets with it)",
         P11,
         (NARROW, FASTDLLM, FASTDLLM_CACHE, CHECK),
     ),
@@ -326,8 +313,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "narrow-host-share-variant-ignored",
         HOST_SHARE_TOOL,
-        "        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == \"after\", **SETTINGS)\n",
-        "        decoded = DECODERS[cache](timed, prompt, **SETTINGS)\n",
+        "        decoded = DECODERS[cache](timed, prompt, narrow_logits=variant == \"after\", **settings)\n",
+        "        decoded = DECODERS[cache](timed, prompt, **settings)\n",
         "the host-share tool's before variant narrows too: it no longer measures the whole-window forwards of f53ad8f",
         P11,
         (NARROW, HOST_SHARE),

@@ -72,7 +72,7 @@ class _Convention:
 
 
 class LLaDAConvention(_Convention):
-    """``model(x, attention_mask=None).logits`` [B, L, V], token i scored at position i (any family: Dream's
+    """``model(x, attention_mask=None).logits`` [B, L, V], token i scored at position i (any layout: Dream's
     shift is undone, spec M3). ``padding="honour"`` (default) applies the attention mask as veridec does;
     ``padding="ignore"`` drops it, as the official LLaDA modelling does (spec SQ1.8, golden data)."""
 

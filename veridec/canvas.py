@@ -1,4 +1,5 @@
-"""The starting canvas every decoder builds: the prompt, then masks (spec SQ1.1, SQ2.1); left-padded batches."""
+"""The starting canvas every decoder builds: the prompt, then masks (spec SQ1.1, SQ2.1); left-padded batches; a
+block decoder's canvas rounded up to whole blocks (spec/block_diffusion.md BD2, spec/editing.md ED1)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,8 @@ def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     ids = torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long, device="cpu")
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long, device="cpu")
     return ids, mask
+
+
+def whole_blocks(length: int, block_size: int) -> int:
+    """``length`` positions rounded up to whole blocks of ``block_size``."""
+    return -(-length // block_size) * block_size

@@ -7,7 +7,9 @@ from dataclasses import asdict
 
 import torch
 
-from .rules.common import REMASKING, TIES, check_blocks, check_choice, check_range
+from .checks import check_choice, check_range
+from .rules.common import REMASKING, TIES, check_blocks
+from .trace import Progress
 
 
 def check_decode_args(gen_length, block_length, temperature, remasking, ties) -> None:
@@ -94,7 +96,7 @@ def has_llada_layout(model) -> bool:
 def is_block_model(model) -> bool:
     """A block-diffusion model (the SDAR layout, spec/block_diffusion.md BD1): its attention is block-causal, so
     it is decoded block by block (BD2-BD11), never as a bidirectional canvas."""
-    return getattr(model, "family", None) == "sdar"
+    return getattr(model, "layout", None) == "sdar"
 
 
 def check_llada_layout(model, decoder: str = "WINO") -> None:
@@ -109,10 +111,11 @@ class NonFiniteLogits(ValueError):
     model, or a guidance that diverged."""
 
 
-def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the model's logits",
+def check_logits(logits: torch.Tensor, progress: Progress, offset: int = 0, what: str = "the model's logits",
                  where: torch.Tensor | None = None) -> None:
     """Refuse NaN anywhere, +inf, or a position whose logits are all -inf in ``logits`` [B, W, V] (or [B, V]) a
-    step acts on, naming the step, the model call, the row, the canvas position (and the token); -inf stays
+    step acts on, naming the step and the model call (``progress``: a trace's ``Trace.progress``), the row, the
+    canvas position (and the token); -inf stays
     allowed per token (it bans that token). ``where`` [B, W] (or [B]) bool: only those positions are checked
     (a parallel step's candidates, spec SQ0.6); every position when None. Two comparisons and two reductions
     on the device, and one host synchronisation, per step."""
@@ -122,7 +125,7 @@ def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the 
         bad, banned = bad & where[..., None], banned & where
     if not (bad.any() | banned.any()):  # both flags in one read from the device
         return
-    when = f"at step {len(trace.steps)} (after model call {trace.counters.model_calls})"
+    when = f"at step {progress.steps} (after model call {progress.model_calls})"
     if bad.any():
         index = bad.nonzero()[0].tolist()
         value = logits[tuple(index)].item()
@@ -135,7 +138,7 @@ def check_logits(logits: torch.Tensor, trace, offset: int = 0, what: str = "the 
                               "decoder refuses a position with no finite logit (-inf may ban some tokens, not all)")
 
 
-def check_step_logits(logits: torch.Tensor, token_probs: torch.Tensor, candidates: torch.Tensor, trace,
+def check_step_logits(logits: torch.Tensor, token_probs: torch.Tensor, candidates: torch.Tensor, progress: Progress,
                       offset: int = 0, what: str = "the model's logits") -> None:
     """``check_logits(logits, ..., where=candidates)`` fused into the step's own float64 softmax: the
     probabilities p(x̂) [B, W] a parallel step computed from ``logits`` are NaN exactly where a position's logits
@@ -144,8 +147,8 @@ def check_step_logits(logits: torch.Tensor, token_probs: torch.Tensor, candidate
     names the step, call, row, position and token."""
     if not bool((token_probs.isnan() & candidates).any()):
         return
-    check_logits(logits, trace, offset, what, where=candidates)
-    raise NonFiniteLogits(f"{what} at step {len(trace.steps)} give a NaN probability at a candidate")
+    check_logits(logits, progress, offset, what, where=candidates)
+    raise NonFiniteLogits(f"{what} at step {progress.steps} give a NaN probability at a candidate")
 
 
 def _row_position(index: list[int], offset: int) -> str:

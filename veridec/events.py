@@ -25,11 +25,14 @@ class EventDecoded(NamedTuple):
     counters: Counters
 
 
-def step_events(step: int, row: int, mask_id: int, commits, revokes) -> list[Event]:
-    """One step's events (WN5): its commits [(position, token, confidence)], then its revocations
-    [(position, old token, confidence)]."""
-    return ([Event("commit", step, row, p, mask_id, token, c) for p, token, c in commits]
-            + [Event("revoke", step, row, p, old, mask_id, b) for p, old, b in revokes])
+def step_events(step: int, row: int, mask_id: int, commits, revokes=(), edits=(), offset: int = 0) -> list[Event]:
+    """One step's events (WN5, spec/editing.md ED4): its commits [(position, token, confidence)], then its
+    revocations [(position, old token, confidence)], then its edits [(position, old, new, confidence)], an edit
+    that writes the mask token being a revocation; positions counted from canvas position ``offset``."""
+    return ([Event("commit", step, row, offset + p, mask_id, token, c) for p, token, c in commits]
+            + [Event("revoke", step, row, offset + p, old, mask_id, b) for p, old, b in revokes]
+            + [Event("revoke" if new == mask_id else "edit", step, row, offset + p, old, new, q)
+               for p, old, new, q in edits])
 
 
 def event_trace(decoded: EventDecoded, decoder: str, params: dict, prompt_length: int) -> Trace:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .canvas import extended_mask
+from .canvas import extended_mask, whole_blocks
 from .events import Event
 from .trace import Counters, StepRecord, Trace
 
@@ -71,20 +71,21 @@ class RecordingModel:
         return self.model.prefill(x, attention_mask, *args, **options)
 
     def forward_cached(self, tokens, positions, cache, **options):
-        write = options.get("write", True)
-        self._count()
-        self.calls.append(Call("cached", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), write))
-        output = self.model.forward_cached(tokens, positions, cache, **options)
-        if self.keep_logits:
-            self.calls[-1].logits = output.logits.detach().cpu()
-        return output
+        return self._log_positioned("cached", tokens, positions, options.get("write", True),
+                                    lambda: self.model.forward_cached(tokens, positions, cache, **options))
 
     def forward_dynamic(self, tokens, positions, cache, **options):
         """Block diffusion's call (veridec.adapters' hf-block): a cached call that shows the canvas at its
         positions, stored or not."""
+        return self._log_positioned("block", tokens, positions, True,
+                                    lambda: self.model.forward_dynamic(tokens, positions, cache, **options))
+
+    def _log_positioned(self, kind: str, tokens, positions, write: bool, forward):
+        """Record a call that shows ``tokens`` at ``positions`` [B, Q], run it (``forward()``), keep its logits
+        with ``keep_logits``."""
         self._count()
-        self.calls.append(Call("block", positions.detach().cpu().clone(), tokens.detach().cpu().clone(), True))
-        output = self.model.forward_dynamic(tokens, positions, cache, **options)
+        self.calls.append(Call(kind, positions.detach().cpu().clone(), tokens.detach().cpu().clone(), write))
+        output = forward()
         if self.keep_logits:
             self.calls[-1].logits = output.logits.detach().cpu()
         return output
@@ -236,7 +237,7 @@ class RecordingModel:
         for call in self.calls:
             if call.kind != "block" or call.logits is None or not rows:
                 continue
-            end = -(-(int(call.positions[rows].max()) + 1) // block_size) * block_size
+            end = whole_blocks(int(call.positions[rows].max()) + 1, block_size)
             shown = torch.full((final.shape[0], max(end, final.shape[1])), self.model.special.mask_id,
                                dtype=final.dtype, device="cpu")  # [B, W]
             shown[:, :final.shape[1]] = final

@@ -74,6 +74,13 @@ class StepRecord:
         return set(zip(self.positions[row], self.tokens[row]))
 
 
+class Progress(NamedTuple):
+    """How far a decode has got, as a refusal names it: the steps taken and the model calls made."""
+
+    steps: int
+    model_calls: int
+
+
 @dataclass
 class Trace:
     decoder: str
@@ -83,6 +90,10 @@ class Trace:
     steps: list[StepRecord] = field(default_factory=list)
     counters: Counters = field(default_factory=Counters)
     events: list[Event] | None = None  # None: commits are final (no revocation or edit can happen)
+
+    @property
+    def progress(self) -> Progress:
+        return Progress(len(self.steps), self.counters.model_calls)
 
     def commit_order(self, row: int = 0) -> list[set[tuple[int, int]]]:
         """The non-empty (position, token) sets committed step by step (equal for equal decoders)."""
@@ -126,13 +137,14 @@ def logit_margins(logits: torch.Tensor) -> torch.Tensor:
 
 def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Tensor, mask_id: int,
                 confidence: torch.Tensor, logits: torch.Tensor, order: list[list[int]],
-                record_logits: bool = False, offset: int = 0) -> None:
+                record_logits: bool = False, offset: int | list[int] = 0) -> None:
     """Append one step: positions of ``order`` (per row, ranked) that went from mask to token.
 
     before/after [B, W]; confidence [B, W] (the rule's ranking score, -inf for non-candidates);
     logits [B, W, V] the logits the token choice was made from. The arrays may cover a window of the canvas
-    starting at canvas position ``offset`` (cached decoders); recorded positions are canvas positions.
-    Only the ranked positions are read (their margins from their own logits rows), in one host read.
+    starting at canvas position ``offset`` (cached decoders; one per row where rows are laid out apart, BD8.2);
+    recorded positions are canvas positions. Only the ranked positions are read (their margins from their own
+    logits rows), in one host read.
     """
     rows = [row for row, ranked in enumerate(order) for _ in ranked]
     cols = [p for ranked in order for p in ranked]
@@ -148,8 +160,9 @@ def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Ten
     was, now, confs, margs, strongest = (values[:n], values[n:2 * n], values[2 * n:3 * n], values[3 * n:4 * n],
                                          values[4 * n:])
     kept = picked.float().tolist() if record_logits else None
+    offsets = offset if isinstance(offset, list) else [offset] * len(order)
     positions, tokens, confidences, margins, gaps, kept_logits = [], [], [], [], [], []
-    for row in range(len(order)):
+    for row, offset in enumerate(offsets):
         mine = [i for i, r in enumerate(rows) if r == row and was[i] == mask_id and now[i] != mask_id]
         positions.append([cols[i] + offset for i in mine])
         tokens.append([int(now[i]) for i in mine])
@@ -162,3 +175,24 @@ def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Ten
             kept_logits.append([kept[i] for i in mine])
     trace.steps.append(StepRecord(block, positions, tokens, confidences, margins, gaps,
                                   kept_logits if record_logits else None))
+
+
+class RowStep(NamedTuple):
+    """One row's part of a step record, for a decoder that decides row by row (block diffusion, BD9)."""
+
+    positions: list[int]  # canvas positions committed, in rank order
+    tokens: list[int]
+    confidences: list[float]
+    margins: list[float]  # logit top1 - top2 at each
+    selection_gap: float
+    logits: list[list[float]] | None = None  # [n][V] at those positions, when recording logits
+
+
+IDLE_ROW = RowStep([], [], [], [], float("inf"), [])  # a row with nothing to decide in the step
+
+
+def record_rows(trace: Trace, block: int, rows: list[RowStep], record_logits: bool = False) -> None:
+    """Append one step made of each row's ``RowStep`` (the logits kept only with ``record_logits``)."""
+    trace.steps.append(StepRecord(block, [r.positions for r in rows], [r.tokens for r in rows],
+                                  [r.confidences for r in rows], [r.margins for r in rows],
+                                  [r.selection_gap for r in rows], [r.logits for r in rows] if record_logits else None))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
+from veridec.canvas import whole_blocks
 from veridec.optimized import block_diffusion
 from veridec.trace import Decoded, StepRecord
 
@@ -106,7 +107,7 @@ def block_diffusion_target(model, prompt, attention_mask, ties, **settings) -> D
 def _official_block_diffusion(model, prompt, attention_mask, ties, **settings) -> Decoded:
     """What the published block_diffusion_generate does, overwrites included (BD10): the canvas and counters a
     candidate that deviates where it deviates must reproduce."""
-    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, published=True, **settings)
+    return block_diffusion.generate(model, prompt, attention_mask, ties=ties, loop="official", **settings)
 
 
 SDAR_GREEDY = ("BD7.1", "temperature 0: the published sampler divides by it and torch.multinomial raises on the NaN "
@@ -137,7 +138,7 @@ def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int)
     if params.temperature == 0:
         return defect(SDAR_GREEDY, 0)
     b = params.block_length
-    length = -(-(prompt.shape[1] + params.gen_length) // b) * b
+    length = whole_blocks(prompt.shape[1] + params.gen_length, b)
     canvas = torch.full((length,), mask_id, dtype=torch.long, device="cpu")  # [T] on the host
     canvas[:prompt.shape[1]] = prompt[0].cpu()
     in_block, last = 0, None

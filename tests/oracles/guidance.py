@@ -563,13 +563,13 @@ def fastguide_hybrid_step_exact(canvas, logits_fn, r0, mask_id, draw, k=8, tau=0
             "gammas": gammas, "full_forwards": forwards}
 
 
-def query_position(a_j, family, first_real=0):
+def query_position(a_j, layout, first_real=0):
     """GF3 / N6: the position whose query scores token a_j.  LLaDA: a_j.  Dream: max(a_j - 1, f_b)."""
-    if family == "llada":
+    if layout == "llada":
         return a_j
-    if family == "dream":
+    if layout == "dream":
         return max(a_j - 1, first_real)
-    raise ValueError("family must be llada or dream")
+    raise ValueError("layout must be llada or dream")
 
 
 def window(center, radius, lo, hi):
@@ -577,20 +577,20 @@ def window(center, radius, lo, hi):
     return [p for p in range(center - radius, center + radius + 1) if lo <= p <= hi]
 
 
-def sparse_window_positions(a_prev, a_j, w, length, family, first_real=0):
+def sparse_window_positions(a_prev, a_j, w, length, layout, first_real=0):
     """GF3 unpadded window union for one row: radius-w windows around the last committed position
     a_prev (centred AT a_prev in both families: its K/V changed) and around the query scoring a_j
     (LLaDA: a_j; Dream: a_j - 1), clipped to the row's real positions [first_real, length-1].
     # READING: windows are clipped to real positions (left padding excluded, canvas end excluded).
     Returns sorted list of positions.
     """
-    q = query_position(a_j, family, first_real)
+    q = query_position(a_j, layout, first_real)
     hi = length - 1
     u = set(window(a_prev, w, first_real, hi)) | set(window(q, w, first_real, hi))
     return sorted(u)
 
 
-def sparse_window_batch(rows, w, length, family, target="max"):
+def sparse_window_batch(rows, w, length, layout, target="max"):
     """GF3: every row's recomputed positions, padded to one count.
 
     rows: [B] tuples (a_prev, a_j) or (a_prev, a_j, first_real); w: radius; length: canvas length L.
@@ -607,8 +607,8 @@ def sparse_window_batch(rows, w, length, family, target="max"):
     for row in rows:
         a_prev, a_j = row[0], row[1]
         f = row[2] if len(row) > 2 else 0
-        unions.append(sparse_window_positions(a_prev, a_j, w, length, family, f))
-        queries.append(query_position(a_j, family, f))
+        unions.append(sparse_window_positions(a_prev, a_j, w, length, layout, f))
+        queries.append(query_position(a_j, layout, f))
         los.append(f)
     if target == "max":
         n = max(len(u) for u in unions)

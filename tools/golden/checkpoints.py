@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from veridec.models import SpecialTokens, load_pretrained, random_model, save_pretrained
-from veridec.models.tokenizer import DEFAULT_ALPHABET, FAMILY_SPECIALS
+from veridec.models.tokenizer import DEFAULT_ALPHABET, LAYOUT_SPECIALS
 
 GOLDEN_FILE = "golden.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -26,7 +26,7 @@ TEXT_TOKENS = len(DEFAULT_ALPHABET)  # ids below are characters in every tiny to
 
 @dataclass(frozen=True)
 class CheckpointSpec:
-    """A tiny checkpoint: ``random_model(family, seed, float64, **sizes)`` with its LM head scaled by
+    """A tiny checkpoint: ``random_model(layout, seed, float64, **sizes)`` with its LM head scaled by
     ``logit_scale`` (confidences spread over (0, 1), so thresholds and factors decide something), the mask
     token's head row multiplied by ``mask_row_scale``: 0 gives the mask logit 0, never the argmax (a trained
     model never proposes the mask token); the ``llada-proposes-mask`` checkpoint scales it by 1.8 instead, so
@@ -35,7 +35,7 @@ class CheckpointSpec:
     with those of the two tokens that most often win at masked positions (``eos_eot_swap``), so that masked
     positions propose EOS and EoT and the EOS flags change something."""
 
-    family: str
+    layout: str
     seed: int
     sizes: dict = field(default_factory=lambda: dict(SMALL))
     logit_scale: float = 4.0
@@ -65,7 +65,7 @@ def official_id_tokenizer():
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    mask, eos, eot = FAMILY_SPECIALS["llada"]
+    mask, eos, eot = LAYOUT_SPECIALS["llada"]
     vocab = {c: i for i, c in enumerate(DEFAULT_ALPHABET)}
     vocab.update({mask: LLADA_8B_IDS.mask_id, eos: LLADA_8B_IDS.eos_id, eot: LLADA_8B_IDS.eot_id})
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=eos))
@@ -78,7 +78,7 @@ def official_id_tokenizer():
 def build_model(name: str):
     """The checkpoint's model, bit-reproducibly from its seed (torch's CPU generator, float64)."""
     spec = CHECKPOINTS[name]
-    model = random_model(spec.family, spec.seed, torch.float64, vocab_size=spec.vocab_size, **spec.sizes)
+    model = random_model(spec.layout, spec.seed, torch.float64, vocab_size=spec.vocab_size, **spec.sizes)
     if spec.official_ids:
         model.special = LLADA_8B_IDS
         model.tokenizer = official_id_tokenizer()

@@ -425,8 +425,8 @@ class Official:
         return cls(generate, fastdllm, model_class, modeling_dream.DreamModel, utils.DreamGenerationConfig,
                    {role: Path(path) for role, path in files.items()})
 
-    def load_model(self, family: str, folder: Path):
-        cls = self.llada_model_class if family == "llada" else self.dream_model_class
+    def load_model(self, layout: str, folder: Path):
+        cls = self.llada_model_class if layout == "llada" else self.dream_model_class
         with _quiet():
             return cls.from_pretrained(str(folder), torch_dtype=torch.float64).eval()
 
@@ -513,7 +513,7 @@ def _package(name: str, folder: Path) -> types.ModuleType:
 
 
 # ------------------------------------------------------------------------------- measured rounding error
-def measure_error(official, ours, family: str, special: SpecialTokens, vocab_hi: int, seed: int = 0) -> dict:
+def measure_error(official, ours, layout: str, special: SpecialTokens, vocab_hi: int, seed: int = 0) -> dict:
     """Max |logit difference| between the official modelling and veridec's on random canvases: full
     forwards (and, for LLaDA, the prefix- and dual-cache forwards of Fast-dLLM's protocol against veridec's
     ``forward_cached``)."""
@@ -524,9 +524,9 @@ def measure_error(official, ours, family: str, special: SpecialTokens, vocab_hi:
             batch, length = 1 + trial % 3, 4 + trial % 12
             x = torch.randint(0, vocab_hi, (batch, length), generator=gen, device=gen.device)
             x[torch.rand(batch, length, generator=gen, device=gen.device) < 0.4] = special.mask_id
-            theirs = official(x).logits if family == "llada" else _dream_aligned(official(x, "full", None).logits)
+            theirs = official(x).logits if layout == "llada" else _dream_aligned(official(x, "full", None).logits)
             worst["full"] = max(worst["full"], float((theirs - ours(x).logits).abs().max()))
-            if family != "llada":
+            if layout != "llada":
                 continue
             start = int(torch.randint(1, length - 1, (1,), generator=gen, device=gen.device))
             end = min(length, start + 1 + int(torch.randint(0, length - start, (1,), generator=gen, device=gen.device)))
@@ -727,11 +727,11 @@ def record(official: Official, out: Path, provenance: dict, only: list[str] | No
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="veridec-golden-"))
     checkpoints, folders, models = _written_checkpoints(out, scratch)
-    theirs = {name: official.load_model(spec.family, folders[name]) for name, spec in MAIN_CHECKPOINTS.items()}
+    theirs = {name: official.load_model(spec.layout, folders[name]) for name, spec in MAIN_CHECKPOINTS.items()}
     errors = {}
     for name, spec in MAIN_CHECKPOINTS.items():
         model = models[name]
-        errors[name] = measure_error(theirs[name], model, spec.family, model.special, min(model.vocab_size, 1000))
+        errors[name] = measure_error(theirs[name], model, spec.layout, model.special, min(model.vocab_size, 1000))
         log(f"measured logit error {name}: {errors[name]}")
     loops = tuple(sorted(official.fastdllm, key=lambda k: k != "current"))
     cases = grid(models, loops)
@@ -754,7 +754,7 @@ def record(official: Official, out: Path, provenance: dict, only: list[str] | No
     return golden
 
 
-MAIN_CHECKPOINTS = {name: spec for name, spec in CHECKPOINTS.items() if spec.family in ("llada", "dream")}
+MAIN_CHECKPOINTS = {name: spec for name, spec in CHECKPOINTS.items() if spec.layout in ("llada", "dream")}
 
 
 def _written_checkpoints(out: Path, scratch: Path) -> tuple[dict, dict, dict]:

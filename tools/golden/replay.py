@@ -52,7 +52,8 @@ def run_veridec(case: dict, model, *, honour_padding: bool = True) -> dict:
                 out = fastdllm_generate(model, prompt, mask, ties="torch", **settings)
             else:
                 decoder = generate_with_prefix_cache if cache == "prefix" else generate_with_dual_cache
-                out = decoder(model, prompt, mask, ties="torch", legacy_loop=loop == "legacy", **settings)
+                out = decoder(model, prompt, mask, ties="torch", loop="june2025" if loop == "legacy" else "current",
+                              **settings)
         else:
             settings.pop("pad_token_id", None)
             out = diffusion_generate(model, prompt, mask, ties="torch", **settings)

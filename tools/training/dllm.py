@@ -150,16 +150,16 @@ def world_loss(cfg: TrainConfig, model, batch: torch.Tensor, generator: torch.Ge
 
 
 def build_model(cfg: TrainConfig, tokenizer) -> BidirectionalTransformer:
-    family = "sdar" if cfg.world == "blocks" else "llada"
+    layout = "sdar" if cfg.world == "blocks" else "llada"
     vocab = -(-len(tokenizer) // 4) * 4
     tcfg = TransformerConfig(vocab_size=vocab, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                              num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                              intermediate_size=cfg.intermediate_size, max_length=1024,
-                             qk_norm=family == "sdar")
+                             qk_norm=layout == "sdar")
     special = SpecialTokens(mask_id=tokenizer.mask_token_id, eos_id=tokenizer.eos_token_id,
-                            eot_id=tokenizer.convert_tokens_to_ids(LAYOUTS[family].eot_token),
+                            eot_id=tokenizer.convert_tokens_to_ids(LAYOUTS[layout].eot_token),
                             pad_id=tokenizer.pad_token_id)
-    model = BidirectionalTransformer(tcfg, special, family, LAYOUTS[family].logit_shift)
+    model = BidirectionalTransformer(tcfg, special, layout, LAYOUTS[layout].logit_shift)
     generator = torch.Generator().manual_seed(cfg.seed)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from veridec.canvas import left_pad
+from veridec.checks import check_range
 from veridec.files import write_text_atomic
 from veridec.guidance.fastguide import FastGuideParams
 from veridec.guidance.guide import GuidanceParams
@@ -41,7 +42,6 @@ from veridec.models.shipped import load_model
 from veridec.optimized.fastguide import generate as fastguide
 from veridec.optimized.parallel import decode
 from veridec.reference.guided import parallel_guided
-from veridec.rules.common import check_range
 from veridec.rules.presets import PRESETS
 
 from veridec.harness import corpus

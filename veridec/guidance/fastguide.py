@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..decoding import check_logits
-from ..rules.common import check_choice, check_range
+from ..checks import check_choice, check_range
 from ..trace import record_step
 from .guide import guidance_vector
 from .sampling import sample_token, slot_confidence
@@ -72,7 +72,7 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
     rows = torch.arange(x.shape[0], device=x.device)
     before = x[:, prompt_len:].clone()
     logits0 = recomputer.full(x)  # [B, G, V]
-    check_logits(logits0, trace, offset=prompt_len)
+    check_logits(logits0, trace.progress, offset=prompt_len)
     masked = before == mask_id
     r0 = guidance_vector(reward, logits0, before, masked, guidance, generator, trace.counters)
     slots = candidates(logits0 + r0, masked, params.k, mask_id, params.order, generator)
@@ -83,7 +83,7 @@ def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: Fa
         active = torch.tensor([j < len(s) for s in slots], device=x.device)
         slot = torch.tensor([s[j] if j < len(s) else s[0] if s else 0 for s in slots], device=x.device)
         logits = logits0[rows, slot] if j == 0 else recomputer.candidate(x, previous, slot)  # [B, V]
-        check_logits(logits, trace, what=f"candidate {j}'s recomputed logits")
+        check_logits(logits, trace.progress, what=f"candidate {j}'s recomputed logits")
         token, gamma = sample_token(logits + r0[rows, slot], mask_id, params.temperature, params.top_p,
                                     greedy=params.greedy and j > 0, generator=generator)
         commit = active & ((gamma >= params.tau) | (j == 0))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..rules.common import check_choice, check_range
+from ..checks import check_choice, check_range
+from ..rules.common import entropy
 from ..rules.dream import top_p_logits
 
 METHODS = ("entrgi", "expectation", "aps")
@@ -44,8 +45,8 @@ def mixing_weight(probs: torch.Tensor, method: str) -> torch.Tensor:
         return probs.new_zeros(*probs.shape[:-1], 1)
     if method == "aps":
         return probs.new_ones(*probs.shape[:-1], 1)
-    entropy = -(probs * probs.clamp_min(1e-30).log()).sum(dim=-1, keepdim=True)
-    return entropy / math.log(probs.shape[-1])
+    nats = entropy(probs, floor=1e-30)[..., None]  # [B, G, 1]
+    return nats / math.log(probs.shape[-1])
 
 
 def soft_embeddings(phi: torch.Tensor, table: torch.Tensor, params: GuidanceParams,

@@ -16,6 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..checks import is_integer
 from .interface import SpecialTokens
 from .layouts import LAYOUTS, Layout, layout_for
 from .transformer import BidirectionalTransformer
@@ -43,7 +44,7 @@ def load_pretrained(folder: str | Path, dtype: torch.dtype | None = None,
                          f"model's vocabulary of {cfg.vocab_size} (config.json): its last ids have no embedding")
     special = _special_tokens(config, tokenizer, layout, folder, cfg.vocab_size)
     with torch.device("meta"):
-        model = BidirectionalTransformer(cfg, special, layout.family, layout.logit_shift)
+        model = BidirectionalTransformer(cfg, special, layout.name, layout.logit_shift)
     state = _read_tensors(folder, layout.tensor_names(cfg), model.state_dict(), dtype, device)
     model.load_state_dict(state, assign=True)
     model.tokenizer = tokenizer
@@ -54,7 +55,7 @@ def save_pretrained(model: BidirectionalTransformer, folder: str | Path, max_sha
     """Write config.json, safetensors (sharded with an index when ``max_shard_bytes`` is exceeded), tokenizer."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    layout = LAYOUTS[model.family]
+    layout = LAYOUTS[model.layout]
     (folder / "config.json").write_text(json.dumps(layout.from_config(model.cfg, model.special), indent=2))
     state = model.state_dict()
     tensors = {official: state[internal].detach().contiguous().cpu()
@@ -71,7 +72,7 @@ def save_pretrained(model: BidirectionalTransformer, folder: str | Path, max_sha
         total = sum(t.numel() * t.element_size() for t in tensors.values())
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (folder / INDEX_FILE).write_text(json.dumps(index, indent=2))
-    if model.family == "dream":  # Dream's own DreamModel.from_pretrained (modeling_dream.py) requires this file
+    if model.layout == "dream":  # Dream's own DreamModel.from_pretrained (modeling_dream.py) requires this file
         ids = model.special
         generation = {"bos_token_id": ids.eos_id, "eos_token_id": ids.eos_id, "pad_token_id": ids.pad_id,
                       "mask_token_id": ids.mask_id}
@@ -134,7 +135,7 @@ def _token_id(config: dict, key: str, vocab_size: int, source: Path) -> int | No
     if isinstance(value, list):
         raise ValueError(f"{source}: {key} lists {len(value)} ids {value[:4]}: veridec stops at one id per "
                          "role; give one integer")
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise ValueError(f"{source}: {key} must be an integer token id, got {value!r}")
     if not 0 <= value < vocab_size:
         raise ValueError(f"{source}: {key} {value} lies outside the vocabulary [0, {vocab_size})")
@@ -152,7 +153,7 @@ def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path, vocab
         raise ValueError(f"{source}: no mask token (mask_token_id is missing and the tokenizer has none)")
     if tokenizer_mask is not None and tokenizer.mask_token != layout.mask_token:
         raise ValueError(f"{folder / 'tokenizer.json'}: the tokenizer's mask token is {tokenizer.mask_token!r}, a "
-                         f"{layout.family} tokenizer's is {layout.mask_token!r} (a tokenizer from another model?)")
+                         f"{layout.name} tokenizer's is {layout.mask_token!r} (a tokenizer from another model?)")
     if tokenizer_mask is not None and tokenizer_mask != mask_id:
         raise ValueError(f"{source}: mask_token_id {mask_id} disagrees with the tokenizer's mask token "
                          f"{tokenizer.mask_token!r} (id {tokenizer_mask}): the prompt's mask text would never be "

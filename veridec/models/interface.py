@@ -3,9 +3,9 @@
 Contract (spec/models.md, clauses M1-M4):
 - input: canvas ``x`` [B, L] of token ids (``special.mask_id`` marks masked positions) and an optional
   ``attention_mask`` [B, L] (1 = real token, 0 = left padding);
-- output: ``logits`` [B, L, V] where ``logits[:, i]`` scores the token at position i, whatever the family's
+- output: ``logits`` [B, L, V] where ``logits[:, i]`` scores the token at position i, whatever the layout's
   internal convention (Dream's shift is undone by the adapter);
-- family facts live on the predictor: ``special`` (mask/EOS/EoT/pad ids) and ``logit_shift``.
+- layout facts live on the predictor: ``special`` (mask/EOS/EoT/pad ids) and ``logit_shift``.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ class MaskPredictor(Protocol):
     def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> PredictorOutput: ...
 
 
-def takes_narrowed_logits(model) -> bool:
-    """Whether ``model`` declares narrowed forwards (spec/models.md M5.1: ``forward`` / ``prefill`` take
-    ``scored``, ``forward_cached`` takes ``logit_rows``) with ``narrowable_logits = True`` on its class, or on the
+def takes_narrow_logits(model) -> bool:
+    """Whether ``model`` declares narrowed forwards (spec/models.md M5.1: every forward takes ``logit_rows``) with
+    ``narrow_logits = True`` on its class, or on the
     instance as a wrapper that passes them on does. Looked up statically: a proxy that forwards attributes through
     ``__getattr__`` but reads per-position outputs (``veridec.recording.RecordingModel``) does not inherit it."""
-    return inspect.getattr_static(model, "narrowable_logits", False) is True
+    return inspect.getattr_static(model, "narrow_logits", False) is True
 
 
 def query_positions(token_positions: torch.Tensor, logit_shift: int,
@@ -83,18 +83,18 @@ def scoring_queries(length: int, logit_shift: int, attention_mask: torch.Tensor 
 
 
 def realign_shifted(raw_logits: torch.Tensor, logit_shift: int, attention_mask: torch.Tensor | None = None,
-                    scored: slice | None = None):
+                    logit_rows: slice | None = None):
     """Turn raw outputs [B, L, V] (position j scores token j + shift) into token-aligned logits [B, L, V].
 
     For a shift of 1 (Dream), the first real token of a row has no predecessor and reuses its own position's
-    output, as Dream's ``diffusion_generate`` does for position 0 of an unpadded row. ``scored`` [a, b) (M5.1):
+    output, as Dream's ``diffusion_generate`` does for position 0 of an unpadded row. ``logit_rows`` [a, b) (M5.1):
     raw_logits [B, R, V] hold the query rows from max(0, a - shift) on, and tokens a .. b - 1 come back [B, b - a, V].
     """
     if logit_shift == 0:
         return raw_logits
     if logit_shift != 1:
         raise ValueError(f"logit_shift must be 0 or 1, got {logit_shift}")
-    tokens = slice(0, raw_logits.shape[1]) if scored is None else scored
+    tokens = slice(0, raw_logits.shape[1]) if logit_rows is None else logit_rows
     positions = torch.arange(tokens.start, tokens.stop, device=raw_logits.device)[None]  # [1, W]
     first_real = first_real_position(attention_mask)  # [B, 1], or 0 without padding
     source = query_positions(positions, 1, first_real).expand(raw_logits.shape[0], -1)  # [B, W]

@@ -1,4 +1,4 @@
-"""The official checkpoint layouts: config keys, tensor names and family facts.
+"""The official checkpoint layouts: config keys, tensor names and layout facts.
 
 - LLaDA (GSAI-ML/LLaDA-8B-Instruct): OLMo-style config (d_model, n_heads, ...), tensors under
   ``model.transformer``; token i is scored at position i.
@@ -14,17 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..checks import check_integer, check_positive
 from .interface import SpecialTokens
 from .transformer import TransformerConfig
 
 
 @dataclass(frozen=True)
 class Layout:
-    family: str
+    name: str  # the model's ``layout`` attribute: "llada", "dream" or "sdar"
     model_types: tuple[str, ...]
     logit_shift: int
-    eot_token: str  # the end-of-turn token's string in the family's tokenizer
-    mask_token: str  # the mask token's string in the family's tokenizer
+    eot_token: str  # the end-of-turn token's string in the layout's tokenizer
+    mask_token: str  # the mask token's string in the layout's tokenizer
     default_special: SpecialTokens  # the 8B/7B models' ids, used when the config does not say
     layer_names: dict[str, str]  # internal suffix -> official name, "{i}" is the layer index
     global_names: dict[str, str]
@@ -57,16 +58,14 @@ def _value(config: dict, key: str, default=_MISSING):
 def _integer(config: dict, key: str, default=_MISSING) -> int:
     """config[key] as an integer >= 1; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+    check_integer(key, value, 1)
     return value
 
 
 def _number(config: dict, key: str, default: float) -> float:
     """config[key] as a finite number > 0; an error naming the key otherwise (the loader names the file)."""
     value = _value(config, key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
+    check_positive(key, value)
     return float(value)
 
 
@@ -77,11 +76,11 @@ def _flag(config: dict, key: str) -> bool:
     return value
 
 
-def _reject(config: dict, checks: dict[str, object], family: str):
+def _reject(config: dict, checks: dict[str, object], layout: str):
     """Refuse configs that ask for features this implementation does not have (never run them silently)."""
     for key, allowed in checks.items():
         if key in config and config[key] not in (allowed if isinstance(allowed, tuple) else (allowed,)):
-            raise ValueError(f"{family} option {key}={config[key]!r} is not supported "
+            raise ValueError(f"{layout} option {key}={config[key]!r} is not supported "
                              f"(allowed: {allowed!r})")
 
 
@@ -209,14 +208,14 @@ def _column(table: dict[str, tuple], index: int) -> dict[str, str]:
 
 
 LLADA = Layout(
-    family="llada", model_types=("llada",), logit_shift=0, eot_token="<|eot_id|>", mask_token="<|mdm_mask|>",
+    name="llada", model_types=("llada",), logit_shift=0, eot_token="<|eot_id|>", mask_token="<|mdm_mask|>",
     default_special=SpecialTokens(mask_id=126336, eos_id=126081, eot_id=126348, pad_id=126081),
     layer_names=_column(LAYER_NAMES, 0), global_names=_column(GLOBAL_NAMES, 0),
     to_config=_llada_to_config, from_config=_llada_from_config,
 )
 
 DREAM = Layout(
-    family="dream", model_types=("Dream", "dream", "qwen2"), logit_shift=1, eot_token="<|im_end|>",
+    name="dream", model_types=("Dream", "dream", "qwen2"), logit_shift=1, eot_token="<|im_end|>",
     mask_token="<|mask|>",
     default_special=SpecialTokens(mask_id=151666, eos_id=151643, eot_id=151645, pad_id=151643),
     layer_names=_column(LAYER_NAMES, 1), global_names=_column(GLOBAL_NAMES, 1),
@@ -224,13 +223,13 @@ DREAM = Layout(
 )
 
 SDAR = Layout(
-    family="sdar", model_types=("sdar",), logit_shift=0, eot_token="<|im_end|>", mask_token="<|MASK|>",
+    name="sdar", model_types=("sdar",), logit_shift=0, eot_token="<|im_end|>", mask_token="<|MASK|>",
     default_special=SpecialTokens(mask_id=151669, eos_id=151643, eot_id=151645, pad_id=151643),
     layer_names=_column(LAYER_NAMES, 2), global_names=_column(GLOBAL_NAMES, 2),
     to_config=_sdar_to_config, from_config=_sdar_from_config,
 )
 
-LAYOUTS = {layout.family: layout for layout in (LLADA, DREAM, SDAR)}
+LAYOUTS = {layout.name: layout for layout in (LLADA, DREAM, SDAR)}
 
 
 def layout_for(config: dict, source: str = "config.json") -> Layout:

@@ -18,26 +18,26 @@ from .layouts import LAYOUTS
 from .transformer import BidirectionalTransformer, TransformerConfig
 
 TINY_SIZES = dict(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
-FAMILY_OPTIONS = {"llada": {}, "dream": dict(qkv_bias=True),
+LAYOUT_OPTIONS = {"llada": {}, "dream": dict(qkv_bias=True),
                   "sdar": dict(qk_norm=True, explicit_head_dim=16)}  # SDAR: head_dim apart from hidden / heads
 
 
-def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torch.float32,
+def random_model(layout: str = "llada", seed: int = 0, dtype: torch.dtype = torch.float32,
                  vocab_size: int | None = None, **sizes) -> BidirectionalTransformer:
-    """A randomly initialised model of ``family`` with the character tokenizer attached.
+    """A randomly initialised model of ``layout`` (a name of ``LAYOUTS``) with the character tokenizer attached.
 
     ``sizes`` override TINY_SIZES and other TransformerConfig fields; ``vocab_size`` defaults to the
     tokenizer's length rounded up to a multiple of 4 (an embedding padded past the tokenizer, like LLaDA's).
     """
     from .tokenizer import char_tokenizer  # transformers (1.2 s) loads with the first tokenizer, not with veridec
 
-    layout = LAYOUTS[family]
-    tokenizer = char_tokenizer(family)
+    facts = LAYOUTS[layout]
+    tokenizer = char_tokenizer(layout)
     vocab = vocab_size or -(-len(tokenizer) // 4) * 4
-    cfg = TransformerConfig(vocab_size=vocab, **{**TINY_SIZES, **FAMILY_OPTIONS[family], **sizes})
+    cfg = TransformerConfig(vocab_size=vocab, **{**TINY_SIZES, **LAYOUT_OPTIONS[layout], **sizes})
     special = SpecialTokens(mask_id=tokenizer.mask_token_id, eos_id=tokenizer.eos_token_id,
-                            eot_id=tokenizer.convert_tokens_to_ids(layout.eot_token), pad_id=tokenizer.pad_token_id)
-    model = BidirectionalTransformer(cfg, special, family, layout.logit_shift)
+                            eot_id=tokenizer.convert_tokens_to_ids(facts.eot_token), pad_id=tokenizer.pad_token_id)
+    model = BidirectionalTransformer(cfg, special, layout, facts.logit_shift)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -54,11 +54,11 @@ def random_model(family: str = "llada", seed: int = 0, dtype: torch.dtype = torc
     return model.to(dtype).eval()
 
 
-def write_tiny_checkpoint(folder: str | Path, family: str = "llada", seed: int = 0,
+def write_tiny_checkpoint(folder: str | Path, layout: str = "llada", seed: int = 0,
                           dtype: torch.dtype = torch.float32, max_shard_bytes: int | None = None,
                           **sizes) -> Path:
     """Write a random tiny model as an official-layout folder; returns the folder."""
-    return save_pretrained(random_model(family, seed, dtype, **sizes), folder, max_shard_bytes=max_shard_bytes)
+    return save_pretrained(random_model(layout, seed, dtype, **sizes), folder, max_shard_bytes=max_shard_bytes)
 
 
 def never_predicts_mask(model):

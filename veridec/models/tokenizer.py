@@ -12,17 +12,17 @@ from .layouts import LAYOUTS
 # Printable ASCII plus newline and tab: 97 characters.
 DEFAULT_ALPHABET = "".join(c for c in string.printable if c not in "\x0b\x0c\r")
 
-# Special-token strings of each family's official tokenizer: (mask, eos = pad, end of turn).
-FAMILY_SPECIALS = {family: (layout.mask_token, "<|endoftext|>", layout.eot_token) for family, layout in LAYOUTS.items()}
+# Special-token strings of each layout's official tokenizer: (mask, eos = pad, end of turn).
+LAYOUT_SPECIALS = {name: (layout.mask_token, "<|endoftext|>", layout.eot_token) for name, layout in LAYOUTS.items()}
 
 
-def char_tokenizer(family: str, alphabet: str = DEFAULT_ALPHABET) -> PreTrainedTokenizerFast:
+def char_tokenizer(layout: str, alphabet: str = DEFAULT_ALPHABET) -> PreTrainedTokenizerFast:
     """One token per character of ``alphabet`` (ids 0..len-1), then mask, EOS (also pad) and end-of-turn."""
-    if family not in FAMILY_SPECIALS:
-        raise ValueError(f"family must be one of {sorted(FAMILY_SPECIALS)}, got {family!r}")
+    if layout not in LAYOUT_SPECIALS:
+        raise ValueError(f"layout must be one of {sorted(LAYOUT_SPECIALS)}, got {layout!r}")
     if len(set(alphabet)) != len(alphabet):
         raise ValueError("alphabet: characters must be distinct")
-    mask, eos, eot = FAMILY_SPECIALS[family]
+    mask, eos, eot = LAYOUT_SPECIALS[layout]
     vocab = {c: i for i, c in enumerate(alphabet)}
     for token in (mask, eos, eot):
         vocab[token] = len(vocab)

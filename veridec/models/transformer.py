@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..checks import check_integer, check_positive, is_integer
 from .interface import (PredictorOutput, SpecialTokens, check_canvas, first_real_position, query_positions,
                         realign_shifted)
 from .layers import Attention, RMSNorm, SwiGLU, attend, rope_cos_sin
@@ -44,16 +45,11 @@ class TransformerConfig:
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
                      "max_length"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_integer(name, getattr(self, name), 1)
         for name in ("rope_theta", "rms_norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if self.explicit_head_dim is not None and (isinstance(self.explicit_head_dim, bool) or not isinstance(
-                self.explicit_head_dim, int) or self.explicit_head_dim < 2):
-            raise ValueError(f"head_dim must be an integer >= 2, got {self.explicit_head_dim!r}")
+            check_positive(name, getattr(self, name))
+        if self.explicit_head_dim is not None:
+            check_integer("head_dim", self.explicit_head_dim, 2)
         if self.explicit_head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
@@ -117,15 +113,15 @@ class Block(nn.Module):
 
 
 class BidirectionalTransformer(nn.Module):
-    """Mask predictor for the LLaDA and Dream layouts (``family``); see veridec.models.layouts."""
+    """Mask predictor for the LLaDA, Dream and SDAR layouts (``layout``: the name); see veridec.models.layouts."""
 
-    narrowable_logits = True  # forward / prefill take ``scored``, forward_cached / raw_forward ``logit_rows`` (M5.1)
+    narrow_logits = True  # every forward takes ``logit_rows`` (M5.1): a token slice, or raw_forward's query rows
 
-    def __init__(self, cfg: TransformerConfig, special: SpecialTokens, family: str, logit_shift: int):
+    def __init__(self, cfg: TransformerConfig, special: SpecialTokens, layout: str, logit_shift: int):
         super().__init__()
         if not 0 <= special.mask_id < cfg.vocab_size:
             raise ValueError(f"mask_id {special.mask_id} must lie in [0, vocab_size={cfg.vocab_size})")
-        self.cfg, self.special, self.family, self.logit_shift = cfg, special, family, logit_shift
+        self.cfg, self.special, self.layout, self.logit_shift = cfg, special, layout, logit_shift
         self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -155,33 +151,33 @@ class BidirectionalTransformer(nn.Module):
 
     # ---------------------------------------------------------------- full forwards
     def forward(self, x, attention_mask=None, output_attentions: bool = False,
-                block_size: int | None = None, scored: slice | None = None) -> PredictorOutput:
+                block_size: int | None = None, logit_rows: slice | None = None) -> PredictorOutput:
         """x [B, L] -> logits [B, L, V] aligned so logits[:, i] scores token i. Padding is honoured.
         ``block_size`` b: block-causal attention (blocks of b canvas positions from position 0).
-        ``scored`` [a, b): the logits of those tokens only, [B, b - a, V]; the last layer runs only the queries
-        that score them (``raw_forward``'s ``logit_rows``), the same numbers where the kernels are row-wise."""
+        ``logit_rows`` [a, b): the logits of those tokens only, [B, b - a, V]; the last layer runs only the queries
+        that score them (``raw_forward``'s ``logit_rows``, query rows), the same numbers where the kernels are
+        row-wise."""
         mask = check_canvas(x, attention_mask, self.max_length)
         bias = None if block_size is None else block_causal_bias(x.shape[1], block_size, x.device)[None, None]
-        rows = self.scoring_rows(scored, mask)
+        rows = self.scoring_rows(logit_rows, mask)
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, attn_bias=bias,
                                output_attentions=output_attentions, logit_rows=rows)
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, scored), out.attentions)
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, logit_rows), out.attentions)
 
-    def scoring_rows(self, scored: slice | None, mask: torch.Tensor) -> torch.Tensor | None:
-        """The queries [R] whose logits score the tokens of ``scored`` (a slice [a, b) of the canvas, mask [B, L]):
+    def scoring_rows(self, logit_rows: slice | None, mask: torch.Tensor) -> torch.Tensor | None:
+        """The queries [R] whose logits score the tokens of ``logit_rows`` (a slice [a, b) of the canvas, mask [B, L]):
         a - shift .. b - 1, and each row's first real position (it scores itself, spec M3). None: all of them."""
-        if scored is None:
+        if logit_rows is None:
             return None
         length = mask.shape[1]
-        if not (isinstance(scored, slice) and scored.step is None and all(
-                isinstance(end, int) and not isinstance(end, bool) for end in (scored.start, scored.stop))
-                and 0 <= scored.start < scored.stop <= length):
-            raise ValueError(f"scored must be a slice of canvas positions [start, stop) with 0 <= start < stop <= "
-                             f"{length}, got {scored!r}")
-        stop = scored.stop
+        if not (isinstance(logit_rows, slice) and logit_rows.step is None and is_integer(logit_rows.start)
+                and is_integer(logit_rows.stop) and 0 <= logit_rows.start < logit_rows.stop <= length):
+            raise ValueError(f"logit_rows must be a slice of canvas positions [start, stop) with 0 <= start < stop <= "
+                             f"{length}, got {logit_rows!r}")
+        stop = logit_rows.stop
         if self.logit_shift:  # a row's first real token may lie at or after b (a window inside its padding)
             stop = max(stop, int(first_real_position(mask).max()) + 1)
-        return torch.arange(max(0, scored.start - self.logit_shift), stop, device=mask.device)  # [R]
+        return torch.arange(max(0, logit_rows.start - self.logit_shift), stop, device=mask.device)  # [R]
 
     def new_cache(self, batch_size: int, length: int) -> KVCache:
         shape = (batch_size, self.cfg.num_kv_heads, length, self.cfg.head_dim)
@@ -191,8 +187,8 @@ class BidirectionalTransformer(nn.Module):
                        torch.zeros(batch_size, dtype=torch.long, device=self.device))
 
     def prefill(self, x, attention_mask=None, cache: KVCache | None = None, output_attentions: bool = False,
-                scored: slice | None = None):
-        """Full forward that also fills a static cache; returns (aligned output, cache). ``scored``: as
+                logit_rows: slice | None = None):
+        """Full forward that also fills a static cache; returns (aligned output, cache). ``logit_rows``: as
         ``forward``'s (every key and value is still cached)."""
         mask = check_canvas(x, attention_mask, self.max_length)
         if cache is None:
@@ -204,8 +200,8 @@ class BidirectionalTransformer(nn.Module):
         cache.rope_offset.copy_((~mask).sum(dim=1))
         slots = torch.arange(x.shape[1], device=x.device).expand_as(x)  # [B, L]
         out = self.raw_forward(x, rope_positions(mask), key_mask=mask, cache=cache, slots=slots,
-                               output_attentions=output_attentions, logit_rows=self.scoring_rows(scored, mask))
-        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, scored), out.attentions), cache
+                               output_attentions=output_attentions, logit_rows=self.scoring_rows(logit_rows, mask))
+        return PredictorOutput(realign_shifted(out.logits, self.logit_shift, mask, logit_rows), out.attentions), cache
 
     # ---------------------------------------------------------------- subset forwards
     def forward_cached(self, tokens, positions, cache: KVCache, *, write: bool = True, attn_bias=None,
@@ -355,8 +351,7 @@ def check_cached_positions(positions: torch.Tensor, cache: KVCache, write: bool)
 
 def block_causal_bias(length: int, block_size: int, device=None) -> torch.Tensor:
     """[L, L] additive bias: 0 where the query's block (position // b) is at or after the key's, else -inf."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+    check_integer("block_size", block_size, 1)
     blocks = torch.arange(length, device=device) // block_size  # [L]
     return torch.zeros(length, length, device=device).masked_fill(blocks[None] > blocks[:, None], float("-inf"))
 

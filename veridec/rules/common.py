@@ -1,14 +1,14 @@
 """What every decoding rule shares: the step's result, the proposal (LLaDA's Gumbel-max), LLaDA's quota
-formula, ranking and top-k selection with a stated tie rule, and the hyperparameter checks."""
+formula, ranking and top-k selection with a stated tie rule, and the semi-autoregressive blocks' check (the other
+argument checks: ``veridec.checks``)."""
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import NamedTuple
 
 import torch
 
+from ..checks import check_range
 from .view import StepView
 
 TIES = ("lowest", "torch")
@@ -64,6 +64,21 @@ def remasking_score(token_probs: torch.Tensor, remasking: str, generator: torch.
     return torch.rand(token_probs.shape, device=token_probs.device, generator=generator)
 
 
+def entropy(probs: torch.Tensor, floor: float | None = None) -> torch.Tensor:
+    """probs [..., V] -> each distribution's entropy -sum p log p in nats [...]. 0 log 0 = 0: the logarithm is
+    taken of max(p, ``floor``), by default the dtype's smallest normal number (SDAR's entropy_bounded, BD6.3);
+    EB-Sampler (spec/parallel.md P6) keeps its 1e-300 and EntRGi's weight (spec/guidance.md G4) its 1e-30, floors
+    that decide their results' last bits."""
+    floor = torch.finfo(probs.dtype).tiny if floor is None else floor
+    return -(probs * probs.clamp_min(floor).log()).sum(dim=-1)
+
+
+def dream_negative_entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Dream's ``alg="entropy"`` confidence [...] of probs [..., V] (spec/sequential.md SQ2.5): the official
+    sum p log(p + 1e-10), a negative entropy whose 1e-10 shifts every term (kept: it ranks the positions)."""
+    return torch.sum(probs * torch.log(probs + 1e-10), dim=-1)
+
+
 # --------------------------------------------------------------------------------- counts and selection
 def quota(masks: torch.Tensor, steps: int, index) -> torch.Tensor:
     """LLaDA's tokens per step (spec/sequential.md SQ1.3): k_i = floor(M / S) + [i < M mod S] for M masks
@@ -72,16 +87,22 @@ def quota(masks: torch.Tensor, steps: int, index) -> torch.Tensor:
     return masks // steps + (index < masks % steps).long()
 
 
-def top_k_indices(scores: torch.Tensor, k: int, ties: str) -> torch.Tensor:
-    """Indices of the k largest entries of a 1-D ``scores``.
+def top_k_indices(scores: torch.Tensor, k: int, ties: str, largest: bool = True) -> torch.Tensor:
+    """Indices of the k largest (``largest=False``: smallest) entries of a 1-D ``scores``, best first.
 
-    ties="lowest": equal scores rank by lowest index (spec N5), via a stable descending sort.
-    ties="torch": ``torch.topk``'s own (implementation-defined) order, which is what the official LLaDA and
-    Dream code get; use it to reproduce them bit for bit when exact ties occur (e.g. bf16 confidences).
+    ties="lowest": equal scores rank by lowest index (spec N5), via a stable sort.
+    ties="torch": ``torch.topk``'s own (implementation-defined) choice among equal scores, which is what the
+    official LLaDA, Dream, WINO and SDAR code get; use it to reproduce them bit for bit when exact ties occur
+    (e.g. bf16 confidences).
     """
     if ties == "torch":
-        return torch.topk(scores, k).indices
-    return torch.sort(scores, descending=True, stable=True).indices[:k]
+        return torch.topk(scores, k, largest=largest).indices
+    return torch.sort(scores, descending=largest, stable=True).indices[:k]
+
+
+def top_k_mask(scores: torch.Tensor, k: int, ties: str) -> torch.Tensor:
+    """[N] bool: True at ``top_k_indices(scores, k, ties)``."""
+    return torch.zeros_like(scores, dtype=torch.bool).index_fill(0, top_k_indices(scores, k, ties), True)
 
 
 def stable_ranking(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,28 +153,6 @@ def _rest(top: torch.Tensor, length: int) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------- the checks
-def check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
-
-
-def check_range(name: str, value, low=None, high=None, low_open=False, high_open=False, integer=False) -> None:
-    """Raise ValueError naming ``name`` and the allowed range unless ``value`` is a finite real number (never
-    NaN, never a bool) with low <= value <= high (open ends optional; a missing bound is open: infinities are
-    refused everywhere)."""
-    left = "(" if low_open or low is None else "["
-    right = ")" if high_open or high is None else "]"
-    span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
-    if integer and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ValueError(f"{name} must be an integer in {span}, got {value!r}")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number in {span}, got {value!r}")
-    too_low = low is not None and (value <= low if low_open else value < low)
-    too_high = high is not None and (value >= high if high_open else value > high)
-    if too_low or too_high:
-        raise ValueError(f"{name} must lie in {span}, got {value!r}")
-
-
 def check_blocks(gen_length: int, block_length: int, steps: int, steps_split: bool = True) -> None:
     """Semi-autoregressive blocks (SQ1.2): gen_length a multiple of block_length, steps >= 1 and (when the
     steps are split over blocks) a multiple of the number of blocks."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .common import check_range
+from ..checks import check_range
 
 
 ALTERNATIVES = ("token", "position")

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .common import TIES, StepResult, check_choice, check_range, top_k_indices
+from ..checks import check_choice, check_range
+from .common import TIES, StepResult, dream_negative_entropy, top_k_indices
+from .filters import top_k_filter, top_p_filter
 
 ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
 
@@ -50,23 +52,10 @@ class DreamParams:
 
 
 def top_p_logits(logits: torch.Tensor, top_p: float, ties: str = "lowest") -> torch.Tensor:
-    """Nucleus filter: keep the smallest prefix (by descending logit) whose probability exceeds top_p, the
-    token crossing the threshold included; others get the dtype's minimum (SQ2.5). Equal logits in the prefix:
-    lowest id first (N5), or with ``ties="torch"`` in the official code's unstable ``torch.sort`` order."""
-    stable = ties == "lowest"
-    sorted_logits, sorted_index = torch.sort(logits, descending=True, stable=stable)  # [N, V]
-    cumulative = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
-    remove = cumulative > top_p
-    remove[..., 1:] = remove[..., :-1].clone()
-    remove[..., 0] = False
-    mask = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, sorted_index, remove)
-    return logits.masked_fill(mask, torch.finfo(logits.dtype).min)
-
-
-def top_k_logits(logits: torch.Tensor, top_k: int) -> torch.Tensor:
-    """Keep logits >= the k-th largest (ties at the boundary all survive); others get the dtype's minimum."""
-    kth = torch.topk(logits, min(top_k, logits.shape[-1]))[0][..., -1, None]
-    return logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
+    """Dream's nucleus filter (SQ2.5): ``top_p_filter`` with the dtype's minimum for a dropped token; equal logits
+    in the prefix lowest id first (N5), or with ``ties="torch"`` in the official code's unstable ``torch.sort``
+    order."""
+    return top_p_filter(logits, top_p, torch.finfo(logits.dtype).min, stable=ties == "lowest")
 
 
 def filtered_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float | None = None,
@@ -77,7 +66,7 @@ def filtered_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float 
     if top_p is not None and top_p < 1:
         logits = top_p_logits(logits, top_p, ties)
     if top_k is not None:
-        logits = top_k_logits(logits, top_k)
+        logits = top_k_filter(logits, top_k, torch.finfo(logits.dtype).min)
     return torch.softmax(logits, dim=-1)
 
 
@@ -100,7 +89,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float |
         top2 = torch.sort(probs, dim=-1, descending=True).values
         confidence = top2[:, 0] - top2[:, 1]
     if neg_entropy:
-        confidence = torch.sum(probs * torch.log(probs + 1e-10), dim=-1)
+        confidence = dream_negative_entropy(probs)
     return confidence, tokens
 
 

@@ -9,7 +9,9 @@ from typing import NamedTuple
 
 import torch
 
-from .common import TIES, check_choice, check_range, token_probability, top_k_indices
+from ..checks import check_choice, check_range
+from .common import TIES, token_probability, top_k_indices
+from .filters import top_k_filter, top_p_filter
 
 
 @dataclass(frozen=True)
@@ -42,24 +44,12 @@ class EditParams:
         check_choice("ties", self.ties, TIES)
 
 
-def block_causal_bias(length: int, block_size: int, dtype=torch.float64, device=None) -> torch.Tensor:
-    """ED2 -> an additive bias [L, L]: 0 where query block >= key block, -inf elsewhere."""
-    blocks = torch.arange(length, device=device) // block_size  # [L]
-    sees = blocks[:, None] >= blocks[None, :]  # [query, key]
-    return torch.zeros(length, length, dtype=dtype, device=device).masked_fill(~sees, -math.inf)
-
-
 def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """ED3's top-k, then top-p, on [.., V]: dropped tokens get -inf."""
     if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1:]  # [.., 1]
-        logits = logits.masked_fill(logits < kth, -math.inf)
+        logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1:
-        ordered, order = torch.sort(logits, descending=True)
-        beyond = torch.cumsum(torch.softmax(ordered, dim=-1), dim=-1) > top_p  # [.., V] in sorted order
-        drop = torch.zeros_like(beyond)
-        drop[..., 1:] = beyond[..., :-1]  # dropped once the mass before the token exceeds top_p
-        logits = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -math.inf)
+        logits = top_p_filter(logits, top_p)
     return logits
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .common import REMASKING, TIES, BlockSchedule, StepResult, check_blocks, check_choice, check_range
+from ..checks import check_choice, check_range
+from .common import REMASKING, TIES, BlockSchedule, StepResult, check_blocks
 from .parallel import Factor, Quota, Threshold
 from .step import parallel_step
 

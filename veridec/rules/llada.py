@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..checks import check_choice, check_range
 from ..models.interface import SpecialTokens
-from .common import (REMASKING, TIES, BlockSchedule, StepResult, check_blocks, check_choice, check_range, propose,
-                     quota, rank_positions, remasking_score, select_top, token_probability)
+from .common import (REMASKING, TIES, BlockSchedule, StepResult, check_blocks, propose, quota, rank_positions,
+                     remasking_score, select_top, token_probability)
 
 
 @dataclass(frozen=True)

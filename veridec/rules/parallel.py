@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .common import check_range, quota
+from ..checks import check_range
+from .common import entropy, quota
 from .view import StepView
 
 
@@ -170,9 +171,7 @@ class EntropyBounded:
 
     def score(self, view: StepView) -> torch.Tensor:
         """The ranking score: -entropy [B, W] (higher commits first), -inf off the candidates."""
-        p = view.probs
-        entropy = -(p * p.clamp_min(1e-300).log()).sum(dim=-1)  # [B, W] nats
-        return torch.where(view.candidates, -entropy, -torch.inf)
+        return torch.where(view.candidates, -entropy(view.probs, floor=1e-300), -torch.inf)  # [B, W] nats
 
     def select(self, view: StepView) -> torch.Tensor:
         score = self.score(view)

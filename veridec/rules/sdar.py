@@ -10,13 +10,15 @@ code intends (BD6): greedy at temperature 0, never more commits than masks, a re
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from .common import TIES, check_choice
+from ..checks import check_choice, check_integer, check_range
+from .common import TIES, entropy, top_k_mask
+from ..trace import RowStep
+from .filters import top_k_filter, top_p_filter
 
 STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic", "entropy_bounded")
 AFTER_SCHEDULE = ("commit", "leave")  # masks left past the schedule: one more step commits them, or they stay
@@ -43,16 +45,16 @@ class SDARParams:
         for name in ("gen_length", "block_length", "denoising_steps"):
             check_integer(name, getattr(self, name), 1)
         check_integer("top_k", self.top_k, 0)
-        _check_number("temperature", self.temperature, 0, math.inf)
-        _check_number("top_p", self.top_p, 0, 1, low_open=True)
-        _check_number("confidence_threshold", self.confidence_threshold, -math.inf, math.inf)
+        check_range("temperature", self.temperature, low=0)
+        check_range("top_p", self.top_p, low=0, high=1, low_open=True)
+        check_range("confidence_threshold", self.confidence_threshold)
         check_choice("remasking_strategy", self.remasking_strategy, STRATEGIES)
         check_choice("ties", self.ties, TIES)
         check_choice("after_schedule", self.after_schedule, AFTER_SCHEDULE)
         if self.remasking_strategy == "entropy_bounded":
             if self.eb_threshold is None:
                 raise ValueError("eb_threshold must be a number > 0 with remasking_strategy='entropy_bounded'")
-            _check_number("eb_threshold", self.eb_threshold, 0, math.inf, low_open=True)
+            check_range("eb_threshold", self.eb_threshold, low=0, low_open=True)
         object.__setattr__(self, "stopping_criteria_idx", check_stops(self.stopping_criteria_idx))
 
     @property
@@ -72,19 +74,6 @@ def check_stops(stops) -> tuple[int, ...] | None:
     return stops
 
 
-def check_integer(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def _check_number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
-    """A finite real in [low, high] ((low, high] when ``low_open``), else a ValueError naming it."""
-    finite = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    if not finite or not (low < value if low_open else low <= value) or not value <= high:
-        interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
-        raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
-
-
 def transfer_schedule(block_length: int, steps: int) -> list[int]:
     """BD3: tokens to commit at each of a block's ``steps`` steps: b // S, the first b mod S steps one more."""
     return [block_length // steps + (i < block_length % steps) for i in range(steps)]
@@ -98,14 +87,9 @@ def filtered_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p:
     if temperature != 1.0:
         logits = logits / temperature
     if top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # [N, 1]
-        logits = torch.where(logits < kth, torch.full_like(logits, -math.inf), logits)
+        logits = top_k_filter(logits, top_k)
     if top_p < 1.0:
-        ordered, order = torch.sort(logits, dim=-1, descending=True)
-        remove = torch.cumsum(F.softmax(ordered, dim=-1), dim=-1) > top_p  # [N, V] strict
-        remove[..., 1:] = remove[..., :-1].clone()
-        remove[..., 0] = False
-        logits = logits.masked_fill(remove.scatter(-1, order, remove), -math.inf)
+        logits = top_p_filter(logits, top_p)
     return logits
 
 
@@ -138,11 +122,6 @@ def _argmax_lowest(logits: torch.Tensor) -> torch.Tensor:
     return torch.where(logits == best, ids, logits.shape[-1]).min(dim=-1).values
 
 
-def entropies(probs: torch.Tensor) -> torch.Tensor:
-    """probs [b, V] -> each position's entropy -sum p log p in nats [b] (0 log 0 = 0)."""
-    return -(probs * probs.clamp_min(torch.finfo(probs.dtype).tiny).log()).sum(dim=-1)
-
-
 # ----------------------------------------------------------------------------------------------- selection
 def select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, probs: torch.Tensor,
            quota: int) -> torch.Tensor:
@@ -154,24 +133,12 @@ def select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, probs: 
         return masked & (masked.cumsum(0) <= n)  # the first n masked positions
     confidence = torch.where(masked, x0_p, torch.full_like(x0_p, -math.inf))  # [b]
     if strategy == "entropy_bounded":
-        return _entropy_bounded(masked, entropies(probs), params.eb_threshold, params.ties)
+        return _entropy_bounded(masked, entropy(probs), params.eb_threshold, params.ties)
     if strategy == "low_confidence_dynamic":
         high = confidence > params.confidence_threshold  # strict, as published
         if int(high.sum()) >= n:
             return high
-    return _top(confidence, n, params.ties)
-
-
-def _top(confidence: torch.Tensor, n: int, ties: str) -> torch.Tensor:
-    """The n most confident positions [b] bool: torch.topk's own order on ties ("torch", as the published code),
-    or the lowest positions first ("lowest")."""
-    chosen = torch.zeros_like(confidence, dtype=torch.bool)
-    if n == 0:
-        return chosen
-    if ties == "torch":
-        return chosen.index_fill(0, torch.topk(confidence, n).indices, True)
-    order = torch.sort(confidence, descending=True, stable=True).indices[:n]
-    return chosen.index_fill(0, order, True)
+    return top_k_mask(confidence, n, params.ties)
 
 
 def _entropy_bounded(masked: torch.Tensor, entropy: torch.Tensor, bound: float, ties: str) -> torch.Tensor:
@@ -183,7 +150,7 @@ def _entropy_bounded(masked: torch.Tensor, entropy: torch.Tensor, bound: float, 
     return torch.zeros_like(masked).index_fill(0, order[:k], True)
 
 
-def published_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, step: int) -> torch.Tensor:
+def official_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tensor, step: int) -> torch.Tensor:
     """BD10: the published selection at schedule step ``step``, defects included: the quota uncapped,
     ``sequential`` the range [first mask, first + n) whatever it holds, the others ``torch.topk`` over confidences
     that are -inf off the masks (so an over-quota step picks unmasked positions). Raises IndexError past the
@@ -202,7 +169,7 @@ def published_select(params: SDARParams, masked: torch.Tensor, x0_p: torch.Tenso
         high = confidence > params.confidence_threshold
         if int(high.sum()) >= n:
             return high
-    return chosen.index_fill(0, torch.topk(confidence, n).indices, True) if n else chosen
+    return top_k_mask(confidence, n, "torch")
 
 
 def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> bool:
@@ -218,12 +185,13 @@ def official_overwrites(params: SDARParams, masked: torch.Tensor, step: int) -> 
 
 # ----------------------------------------------------------------------------------------------- the trace
 def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x0_p: torch.Tensor,
-               logits: torch.Tensor, offset: int, mask_id: int, keep_logits: bool = False) -> tuple:
-    """One row's part of a step record: the positions committed (masked, selected, and not drawn as the mask token,
-    which leaves them masked: BD6.2), as canvas positions (block position + ``offset``) by decreasing confidence
-    (lowest position first on ties), their tokens, confidences x0_p, logit margins (top1 - top2 of the raw logits
-    [b, V]), and the selection gap: the weakest commit's confidence minus the strongest mask left's (inf when none
-    is left); with ``keep_logits`` also the raw logits [n][V] at those positions (else None)."""
+               logits: torch.Tensor, offset: int, mask_id: int, keep_logits: bool = False) -> RowStep:
+    """One row's part of a step record (``veridec.trace.RowStep``): the positions committed (masked, selected, and
+    not drawn as the mask token, which leaves them masked: BD6.2), as canvas positions (block position + ``offset``)
+    by decreasing confidence (lowest position first on ties), their tokens, confidences x0_p, logit margins (top1 -
+    top2 of the raw logits [b, V]), and the selection gap: the weakest commit's confidence minus the strongest mask
+    left's (inf when none is left); with ``keep_logits`` also the raw logits [n][V] at those positions (else
+    None)."""
     committed = transfer & masked & (x0 != mask_id)  # [b]
     chosen = committed.nonzero().flatten()
     chosen = chosen[torch.sort(-x0_p[chosen].double(), stable=True).indices]
@@ -231,6 +199,6 @@ def row_record(masked: torch.Tensor, transfer: torch.Tensor, x0: torch.Tensor, x
     left = masked & ~committed
     weakest = x0_p[chosen].double().min().item() if chosen.numel() else math.inf
     strongest = x0_p[left].double().max().item() if left.any() else -math.inf
-    return ([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
-            (top2[:, 0] - top2[:, -1]).tolist(), weakest - strongest,
-            logits[chosen].float().tolist() if keep_logits else None)
+    return RowStep([int(p) + offset for p in chosen], x0[chosen].tolist(), x0_p[chosen].double().tolist(),
+                   (top2[:, 0] - top2[:, -1]).tolist(), weakest - strongest,
+                   logits[chosen].float().tolist() if keep_logits else None)

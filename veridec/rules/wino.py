@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 import torch
 
-from .common import TIES, check_blocks, check_choice, check_range, propose, token_probability
+from ..checks import check_choice, check_range
+from .common import TIES, check_blocks, propose, token_probability, top_k_indices
 
 FIRST_LAST = 30  # WN3: the revocation cap's "accepted last step" at a block's start
 ACCEPT_SHARE, ACCEPT_MIN, ACCEPT_MAX = (7, 10), 5, 20  # WN4.1: max_accept = clamp(floor(0.7 n), 5, 20)
@@ -111,27 +112,17 @@ def wino_step(logits: torch.Tensor, canvas: torch.Tensor, candidates: torch.Tens
                     [(start + int(j), int(t), float(back[j])) for j, t in zip(revoke, old)], cap, margin)
 
 
-def _ranked(scores: torch.Tensor, count: int, ties: str, largest: bool) -> torch.Tensor:
-    """The ``count`` largest (smallest) entries of a 1-D ``scores``, best first; ties to the lowest index
-    unless ``ties="torch"`` (``torch.topk``'s set, then ordered the same way)."""
-    if ties == "torch":
-        chosen = torch.topk(scores, count, largest=largest).indices
-        order = torch.sort(-scores[chosen] if largest else scores[chosen], stable=True).indices
-        return chosen[order]
-    return torch.sort(scores, descending=largest, stable=True).indices[:count]
-
-
 def _drafts(confidence: torch.Tensor, cap: int, params: WinoParams) -> torch.Tensor:
     """WN4.4: every candidate strictly above the threshold, at most ``cap`` of them, at least the best one."""
     passing = int((confidence > params.threshold).sum())
-    return _ranked(confidence, min(max(passing, 1), cap), params.ties, largest=True)
+    return top_k_indices(confidence, min(max(passing, 1), cap), params.ties)
 
 
 def _revocations(back: torch.Tensor, last: int, params: WinoParams) -> torch.Tensor:
     """WN4.5: verified slots strictly below threshold_back; the last - 1 weakest when at least ``last`` fail."""
     failing = int((back < params.threshold_back).sum())
     count = failing if failing < last else max(last - 1, 0)
-    return _ranked(back, count, params.ties, largest=False)
+    return top_k_indices(back, count, params.ties, largest=False)
 
 
 def _margin(confidence, back, commit, revoke, cap, last, choice_logits, params) -> float:
