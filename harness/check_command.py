@@ -14,7 +14,7 @@ from veridec.files import write_text_atomic
 from veridec.rules.common import TIES
 from veridec.testing import AGAINST, CACHES, TIERS, CandidateError, check_decoder, load_candidate
 from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
-from veridec.testing.upstream import UPSTREAM_MODES
+from veridec.testing.official import OFFICIAL_DEFECT_MODES
 from veridec.testing.validation import checked_baseline
 
 from .child import child_status, saved_streams
@@ -60,14 +60,15 @@ def _tier_arguments(chk) -> None:
 
 
 def _comparison_arguments(chk) -> None:
-    """How the two sides are held to each other: ties, tier A's baseline, upstream defects, knobs, time."""
+    """How the two sides are held to each other: ties, tier A's baseline, official defects, knobs, time."""
     chk.add_argument("--ties", choices=TIES, default="lowest",
                      help="exact ties: lowest index (spec SQ0.4) or torch's order (the official code's)")
     chk.add_argument("--baseline", type=Path, default=None,
                      help="tier A: the stored metrics to hold the run against (written when missing)")
-    chk.add_argument("--upstream-defects", choices=UPSTREAM_MODES, default="match",
+    chk.add_argument("--official-defects", "--upstream-defects", dest="official_defects", choices=OFFICIAL_DEFECT_MODES,
+                     default="match",
                      help="where the official code fails or deviates (spec EC6): match (a candidate that does the "
-                          "same passes, counted apart), fail (ask for better than upstream), skip (leave such "
+                          "same passes, counted apart), fail (ask for better than the official code), skip (leave such "
                           "cases out)")
     chk.add_argument("--no-knobs", action="store_true",
                      help="tiers E and A: skip the search for settings that change nothing on the candidate's side")
@@ -159,7 +160,7 @@ def _checked(args, model: str, baseline: dict | None, case: dict | None):
                          baseline=baseline, progress=not args.quiet, case=case, ties=args.ties,
                          alpha=0.01 if args.alpha is None else args.alpha,
                          delta=0.05 if args.delta is None else args.delta, samples=args.samples,
-                         upstream_defects=args.upstream_defects, knobs=not args.no_knobs,
+                         official_defects=args.official_defects, knobs=not args.no_knobs,
                          case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
                          trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
 

@@ -10,6 +10,7 @@ smallest one.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,7 +38,7 @@ from .stochastic import check_probability
 from .strategies import STRUCTURE, cases
 from .targets import target
 from .tiers import Tier, tier_named
-from .upstream import UPSTREAM_MODES
+from .official import OFFICIAL_DEFECT_MODES
 from .validation import checked_baseline, checked_case
 
 
@@ -55,8 +56,8 @@ class CheckResult:
     trials: int = 0
     numeric_ties: int = 0  # divergences excused as within numeric_error
     skipped: int = 0
-    upstream_defects: dict = field(default_factory=dict)  # clause -> cases reproducing that official defect
-    upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
+    official_defects: dict = field(default_factory=dict)  # clause -> cases reproducing that official defect
+    official_mode: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
     knobs: dict = field(default_factory=dict)  # setting -> effective | no effect | not exercised (spec EC7)
     knob_failures: list = field(default_factory=list)  # the knobs without effect: sentence, case, the two values
     trials_to_detection: int | None = None
@@ -88,9 +89,9 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   seed: int = 0, max_batch: int = 3, padding: bool | None = None, numeric_error: float = 0.0,
                   baseline: dict | None = None, progress: bool = False, case: dict | None = None,
                   ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
-                  upstream_defects: str = "match", knobs: bool = True,
+                  official_defects: str = "match", knobs: bool = True,
                   case_timeout: float | None = None, candidate_model=None, trust_remote_code: bool = False,
-                  agreement: Agreement | dict | None = None) -> CheckResult:
+                  agreement: Agreement | dict | None = None, upstream_defects: str | None = None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -101,9 +102,9 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     and shrinks it; "A" runs every case and measures (``case_metrics``), failing only where worse than
     ``baseline``; "S" compares output laws at temperature > 0 (false alarms at most ``alpha``, a TV of ``delta``
     detected with probability 0.95 per test, ``samples`` per side derived unless given; on an oracle model,
-    against the exact law of the target's decode, ST7). ``upstream_defects`` (spec EC6): where the official loop
+    against the exact law of the target's decode, ST7). ``official_defects`` (spec EC6): where the official loop
     the target is exact to fails or deviates, a candidate that does the same "match"es (counted apart), "fail"s
-    (better than upstream asked for), or the case is "skip"ped. ``knobs`` (E and A, drawn cases, spec EC7): a
+    (better than the official code asked for), or the case is "skip"ped. ``knobs`` (E and A, drawn cases, spec EC7): a
     setting that moves the target but not the candidate fails the check. ``case_timeout`` (spec EC8): the seconds
     one candidate call may take (default 20x the target's own time on the case + 10 s); past it, or on
     ``os._exit``, the candidate fails its case (a timed-out case is reported as drawn, not shrunk).
@@ -114,9 +115,13 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     "hf" loads ``model``'s folder with transformers' auto classes (its own modelling code only with
     ``trust_remote_code=True``). ``agreement`` (tier A, spec EC10): vLLM's token-agreement rule, an ``Agreement``
     or ``{"top_k": k, "max_gap": nats}``; every case must agree at its first divergent position.
+    ``upstream_defects``: the former name of ``official_defects`` (deprecated).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
+    if upstream_defects is not None:
+        warnings.warn("check_decoder's upstream_defects is now official_defects", DeprecationWarning, stacklevel=2)
+        official_defects = upstream_defects
     return _check(candidate, against, _Options(**{name: value for name, value in locals().items()
-                                                  if name not in ("candidate", "against")}))
+                                                  if name not in ("candidate", "against", "upstream_defects")}))
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,7 @@ class _Options:
     alpha: float
     delta: float
     samples: int | None
-    upstream_defects: str
+    official_defects: str
     knobs: bool
     case_timeout: float | None
     candidate_model: object
@@ -153,7 +158,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     mode = tier_named(o.tier)
     max_examples = mode.default_cases if o.max_examples is None else o.max_examples
     _check_arguments(max_examples, o.max_batch, o.numeric_error, o.ties, o.alpha, o.delta, o.samples,
-                     o.upstream_defects)
+                     o.official_defects)
     _check_timeout(o.case_timeout)
     goal = target(against, o.cache, o.convention)
     convention = o.convention or goal.convention
@@ -173,12 +178,12 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     strategy = _strategy(exact_law, mode, model, goal, fit, names, o.cache, o.max_batch, o.padding, o.settings)
     result = CheckResult(_label(candidate), goal.name, convention, model_name, o.tier, o.seed, o.ties,
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
-                         None), alpha=o.alpha, delta=o.delta, samples=o.samples, upstream=o.upstream_defects,
+                         None), alpha=o.alpha, delta=o.delta, samples=o.samples, official_mode=o.official_defects,
                          case_timeout=o.case_timeout, candidate_model=own_label, model_difference=difference,
                          agreement=None if rule is None else rule.describe())
     level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,
-                       level, o.samples, o.delta, o.progress, o.upstream_defects, o.case_timeout, own, rule)
+                       level, o.samples, o.delta, o.progress, o.official_defects, o.case_timeout, own, rule)
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
     _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
@@ -219,9 +224,9 @@ def _judge_knobs(result: CheckResult, findings: list) -> None:
         result.knob_failures = [{"sentence": f.sentence(), "case": f.case, "values": list(f.values)} for f in idle]
 
 
-def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, upstream) -> None:
+def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, official) -> None:
     """check_decoder's numbers and choices, each refused with its name and what it accepts."""
-    check_choice("upstream_defects", upstream, UPSTREAM_MODES)
+    check_choice("official_defects", official, OFFICIAL_DEFECT_MODES)
     check_probability("alpha", alpha)
     check_probability("delta", delta)
     if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 2):
@@ -299,7 +304,7 @@ def _search(run_one, strategy, result: CheckResult, mode: Tier, max_examples: in
             result.trials += 1
             bar.update(1)
             result.numeric_ties += outcome.verdict == "tie"
-            count_upstream(result, outcome)
+            count_official(result, outcome)
             counted.append(outcome)
         if outcome.failed and not mode.runs_every_case:
             failures.append(outcome)
@@ -340,18 +345,18 @@ def _replay(run_one, case: dict, result: CheckResult, mode: Tier) -> None:
     if outcome.verdict == "skipped":
         raise ValueError(f"case: {outcome.problems[0]}")
     result.trials, result.numeric_ties = 1, int(outcome.verdict == "tie")
-    count_upstream(result, outcome)
+    count_official(result, outcome)
     result.metrics = mode.metrics([outcome])
     if outcome.failed:
         result.passed, result.trials_to_detection, result.failure = False, 1, outcome
         result.first_failing_case = outcome.case
 
 
-def count_upstream(result: CheckResult, outcome) -> None:
+def count_official(result: CheckResult, outcome) -> None:
     """A case that reproduced an official defect is counted apart, by the clause that documents it."""
-    if outcome.verdict == "upstream":
+    if outcome.verdict == "official":
         clause = outcome.defect.clause
-        result.upstream_defects[clause] = result.upstream_defects.get(clause, 0) + 1
+        result.official_defects[clause] = result.official_defects.get(clause, 0) + 1
 
 
 def _judge_against_baseline(result: CheckResult, baseline: dict | None) -> None:

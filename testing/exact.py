@@ -3,9 +3,9 @@ calls), counters (model calls, full forwards, query positions; spec N8), a repor
 are compared. A divergence is excused only as a numeric tie: its decision margin is at most the setup's
 ``numeric_error`` (0 by default: the candidate's forwards are the target's own, so exact ties are decided by the
 lowest-index rule, spec SQ0.4). Where the official code fails or deviates (the target's ``Official.defects``, spec
-EC6) a candidate that fails there, or deviates there, reproduces the official defect ("upstream"), unless the setup
-asks for better than upstream (``upstream="fail"``) or to leave such cases out (``"skip"``). ``case_metrics`` are
-tier A's measures over the cases run (spec EC3).
+EC6) a candidate that fails there, or deviates there, reproduces the official defect ("official"), unless the
+setup asks for better than the official code (``official_defects="fail"``) or to leave such cases out
+(``"skip"``). ``case_metrics`` are tier A's measures over the cases run (spec EC3).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from veridec.compare import Divergence, compare_traces, token_match_rate
 
 from .agreement import agreement_at_divergence
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
-from .upstream import UpstreamDefect
+from .official import OfficialDefect
 
 COST_FIELDS = ("model_calls", "full_forwards", "query_positions")  # the counters both sides are held to (N8)
 
 @dataclass
 class CaseOutcome:
     case: dict
-    verdict: str  # "exact" | "tie" | "upstream" (reproduces an official defect) | "diverged" | "skipped"
+    verdict: str  # "exact" | "tie" | "official" (reproduces an official defect) | "diverged" | "skipped"
     problems: list[str] = field(default_factory=list)
     divergence: Divergence | None = None
     diagnosis: dict = field(default_factory=dict)
@@ -35,7 +35,7 @@ class CaseOutcome:
     candidate: Side = field(default_factory=Side)
     token_match: float | None = None
     commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
-    defect: UpstreamDefect | None = None  # where the official code fails or deviates on this case
+    defect: OfficialDefect | None = None  # where the official code fails or deviates on this case
     agreement: dict | None = None  # tier A with vLLM's rule (spec EC10): its verdict at the first divergence
 
     @property
@@ -53,11 +53,11 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
     except ValueError as err:  # a prompt no decoder reads (spec SQ0.6)
         return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     ours = run_target(setup, prompt, mask, case)
-    defect = upstream_defect(setup, case, ours, prompt, mask)
+    defect = official_defect(setup, case, ours, prompt, mask)
     if ours.error is not None and defect is None:
         return CaseOutcome(case, "skipped", [f"the target refused the case: {ours.error}"], target=ours)
-    if defect is not None and setup.upstream == "skip":
-        return CaseOutcome(case, "skipped", [f"the official code fails here: {defect} (upstream defects skipped)"],
+    if defect is not None and setup.official_defects == "skip":
+        return CaseOutcome(case, "skipped", [f"the official code fails here: {defect} (official defects skipped)"],
                            target=ours, defect=defect)
     counters = ours.counters or ours.trace.counters  # a stalled target: its calls until it stopped
     theirs = run_candidate(setup, prompt, mask, case, 2 * counters.model_calls + CALL_SLACK, setup.measure_logits,
@@ -67,12 +67,12 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
         _compare(outcome, model, prompt, mask, setup.numeric_error)
     else:
         _judge_at_defect(outcome, model, prompt, mask, setup)
-    if setup.agreement is not None and theirs.error is None and outcome.verdict != "upstream":
+    if setup.agreement is not None and theirs.error is None and outcome.verdict != "official":
         outcome.agreement = agreement_at_divergence(setup.agreement, model, prompt, mask, ours, theirs)
     return outcome
 
 
-def upstream_defect(setup: CheckSetup, case: dict, ours: Side, prompt, mask) -> UpstreamDefect | None:
+def official_defect(setup: CheckSetup, case: dict, ours: Side, prompt, mask) -> OfficialDefect | None:
     """Where the official loop the target is exact to fails or deviates on ``case`` (None: nowhere, or a target
     exact to no official loop)."""
     official = setup.goal.official
@@ -90,7 +90,7 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
     if theirs.error is not None:  # where the official code deviates, what it does next is not predicted
         _reproduces(outcome, setup, f"the candidate fails where the official code does ({theirs.error})")
         return
-    if outcome.target.canvas is None:  # endless upstream, a stall here
+    if outcome.target.canvas is None:  # the official loop never ends, a stall here
         outcome.verdict = "skipped"
         problems.append(f"the official loop never ends here ({defect}) and the target stalls; the candidate "
                         "completed, which nothing here can check")
@@ -129,12 +129,12 @@ def _judge_as_published(outcome: CaseOutcome, setup: CheckSetup, prompt, mask) -
 
 
 def _reproduces(outcome: CaseOutcome, setup: CheckSetup, how: str) -> None:
-    """The candidate does what the official code does at its defect: a match, or (upstream="fail") a failure."""
-    if setup.upstream == "match":
-        outcome.verdict = "upstream"
+    """The candidate does what the official code does at its defect: a match, or (official_defects="fail") a failure."""
+    if setup.official_defects == "match":
+        outcome.verdict = "official"
         return
     outcome.verdict = "diverged"
-    outcome.problems.append(f"{how}: official defect {outcome.defect}; better than upstream was asked for")
+    outcome.problems.append(f"{how}: official defect {outcome.defect}; better than the official code was asked for")
 
 
 def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
@@ -304,7 +304,7 @@ def case_metrics(outcomes: list[CaseOutcome]) -> dict:
     orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
     errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
     metrics = {"cases": len(outcomes),
-               "exact_rate": mean([o.verdict in ("exact", "tie", "upstream") for o in outcomes]),
+               "exact_rate": mean([o.verdict in ("exact", "tie", "official") for o in outcomes]),
                "mean_token_match": mean([o.token_match or 0.0 for o in outcomes]),
                "commit_order_match": mean(orders), "max_logit_error": max(errors, default=None),
                **_drift_quantiles([d for o in outcomes for d in (o.candidate.drift or [])]),

@@ -36,7 +36,7 @@ def markdown(result) -> str:
     lines = [f"# veridec check: {verdict}", "",
              f"- candidate: `{result.candidate}`", f"- against: {result.against} (convention {result.convention}, "
              f"model {result.model}, tier {result.tier}, ties {result.ties}, seed {result.seed})",
-             f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {_upstream_count(result)}"
+             f"- cases run: {result.trials} ({result.numeric_ties} numeric ties, {_official_count(result)}"
              f"{result.skipped} refused by the target)"]
     if result.candidate_model is not None:
         lines.append(f"- candidate ran on its own model `{result.candidate_model}` (preflight: logits within "
@@ -74,12 +74,12 @@ def _knob_lines(result) -> list[str]:
     return lines
 
 
-def _upstream_count(result) -> str:
+def _official_count(result) -> str:
     """The cases that reproduced an official defect, by clause (spec EC6), or nothing when there were none."""
-    if not result.upstream_defects:
+    if not result.official_defects:
         return ""
-    total = sum(result.upstream_defects.values())
-    clauses = ", ".join(f"{clause} x{count}" for clause, count in sorted(result.upstream_defects.items()))
+    total = sum(result.official_defects.values())
+    clauses = ", ".join(f"{clause} x{count}" for clause, count in sorted(result.official_defects.items()))
     return f"{total} reproduce official defects ({clauses}), "
 
 
@@ -177,8 +177,8 @@ def reproducer_command(result, against, model_name: str, cache: str) -> str:
     words = ["veridec", "check", source, "--against", against if isinstance(against, str) else "CALLABLE",
              "--cache", cache, "--convention", result.convention, "--model", model_name,
              "--ties", result.ties, "--case", json.dumps(result.failure.case)]
-    if result.upstream != "match":
-        words[-2:-2] = ["--upstream-defects", result.upstream]
+    if result.official_mode != "match":
+        words[-2:-2] = ["--official-defects", result.official_mode]
     if result.case_timeout is not None:
         words[-2:-2] = ["--case-timeout", str(result.case_timeout)]
     if result.candidate_model is not None and result.candidate_model.startswith("hf"):

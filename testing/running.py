@@ -43,7 +43,7 @@ class CheckSetup:
     samples: int | None = None
     delta: float = 0.05
     progress: bool = False
-    upstream: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
+    official_defects: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
     case_timeout: float | None = None  # seconds per candidate call; None: derived from the target's (spec EC8)
     candidate_model: object = None  # the user's own model the candidate runs on (spec EC9); None: ``model``
     agreement: object = None  # tier A: vLLM's token-agreement rule (``agreement.Agreement``, spec EC10) or None

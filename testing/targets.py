@@ -28,7 +28,7 @@ from veridec.reference.block_diffusion import llada2_generate
 from .families import block, editing, sdar, wino
 from .families import dream as dream_family
 from .families.common import Family
-from .upstream import Official
+from .official import Official
 
 
 @dataclass(frozen=True)

@@ -178,8 +178,8 @@ def test_where_the_published_code_overwrites_only_its_own_output_matches():
 
     run = dict(model="tiny-sdar", case=OVERWRITE, ties="torch")
     matched = check_decoder(published_like(), "sdar", **run)
-    assert matched.passed and matched.upstream_defects == {"BD7.3": 1}, matched.markdown()
-    assert not check_decoder(published_like(), "sdar", upstream_defects="fail", **run).passed
+    assert matched.passed and matched.official_defects == {"BD7.3": 1}, matched.markdown()
+    assert not check_decoder(published_like(), "sdar", official_defects="fail", **run).passed
     wrong = check_decoder(constant, "sdar", **run)
     assert not wrong.passed and "deviates otherwise" in wrong.markdown()
     assert check_decoder(candidate("generate"), "sdar", **run).passed  # better than upstream: veridec's intent

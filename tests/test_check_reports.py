@@ -27,7 +27,7 @@ def test_a_failures_counters_are_each_sides_own():
 
 def test_the_official_defects_are_counted_by_case():
     result = CheckResult("c", "fastdllm", "llada", "default", "E", 0, trials=9,
-                         upstream_defects={"FD9.1": 3, "FD9.5": 2})
+                         official_defects={"FD9.1": 3, "FD9.5": 2})
     assert "5 reproduce official defects (FD9.1 x3, FD9.5 x2)" in markdown(result)
 
 

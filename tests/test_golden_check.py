@@ -3,7 +3,7 @@ each golden recording (what the official LLaDA, Fast-dLLM and Dream code did on 
 its output or its error; tools/golden/candidate.py, data only) is checked on that case against veridec's target.
 Every case passes: equal ones exactly, near ties within the recorded tolerance, and each upstream defect as the
 official defect the golden data names (the target's prediction of it, spec FD9, SQ1.9, SQ2.8, is held against
-what the official code did). With ``upstream_defects="fail"`` exactly the defect cases fail."""
+what the official code did). With ``official_defects="fail"`` exactly the defect cases fail."""
 
 import json
 from collections import Counter
@@ -38,7 +38,7 @@ def expected_clause(case: dict) -> str | None:
     return clause
 
 
-def check_replay(case: dict, model, upstream_defects: str = "match"):
+def check_replay(case: dict, model, official_defects: str = "match"):
     """``check_decoder`` of the case's replay against veridec's target for its sampler, loop and cache, on the
     case alone (ties as the official code's; padding dropped where the official modelling ignores it)."""
     if case["sampler"] == "fastdllm":
@@ -53,7 +53,7 @@ def check_replay(case: dict, model, upstream_defects: str = "match"):
     one = {"prompt": case["prompt"], "attention_mask": mask, "seed": case["seed"], "settings": settings}
     return check_decoder(replay_candidate(case), against, cache=cache, convention=convention, model=model,
                          case=one, ties="torch", numeric_error=case.get("tolerance", 0.0),
-                         upstream_defects=upstream_defects)
+                         official_defects=official_defects)
 
 
 @pytest.mark.parametrize("group", GROUPS)
@@ -61,7 +61,7 @@ def test_the_official_outcomes_pass_the_check(group, models):
     verdicts, wrong = Counter(), []
     for case in (c for c in CASES if f"{c['sampler']}/{c['variant']}" == group):
         result = check_replay(case, models[case["checkpoint"]])
-        found = ",".join(result.upstream_defects) or None
+        found = ",".join(result.official_defects) or None
         verdicts[(case["expect"], found)] += 1
         if not result.passed or found != expected_clause(case):
             problems = result.failure.problems if result.failure else []
@@ -75,13 +75,13 @@ def test_asking_for_better_than_upstream_fails_exactly_the_defect_cases(models):
     defects = [case for case in CASES if expected_clause(case)]
     assert len(defects) >= 50 and {expected_clause(c) for c in defects} == {*CLAUSES.values(), "SQ2.8"}
     failed = [case["id"] for case in defects
-              if not check_replay(case, models[case["checkpoint"]], upstream_defects="fail").passed]
+              if not check_replay(case, models[case["checkpoint"]], official_defects="fail").passed]
     assert failed == [case["id"] for case in defects]
     equal = [case for case in CASES if case["expect"] == "equal"][::40]
-    assert all(check_replay(case, models[case["checkpoint"]], upstream_defects="fail").passed for case in equal)
+    assert all(check_replay(case, models[case["checkpoint"]], official_defects="fail").passed for case in equal)
 
 
 def test_skipping_upstream_defects_leaves_the_case_out(models):
     case = next(case for case in CASES if expected_clause(case) == "FD9.1")
     with pytest.raises(ValueError, match="the official code fails here: FD9.1"):
-        check_replay(case, models[case["checkpoint"]], upstream_defects="skip")
+        check_replay(case, models[case["checkpoint"]], official_defects="skip")

@@ -104,7 +104,7 @@ def test_the_reproducer_reloads_the_folder_as_it_was_loaded():
     from veridec.testing.report import _own_model_lines, reproducer_command
 
     def command(label):
-        result = SimpleNamespace(source="c.py:f", convention="dream", ties="lowest", upstream="match",
+        result = SimpleNamespace(source="c.py:f", convention="dream", ties="lowest", official_mode="match",
                                  case_timeout=None, candidate_model=label, tier="E",
                                  failure=SimpleNamespace(case={"seed": 0}))
         return reproducer_command(result, "dream", "FOLDER", "none")

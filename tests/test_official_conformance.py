@@ -43,7 +43,7 @@ def checked(candidate, against, **options):
     result = check_decoder(candidate, against, model=options.pop("model", "tiny-llada"), max_examples=TRIALS,
                            **options)
     print(f"{result.candidate} against {result.against} on {result.model}: {result.trials} cases, "
-          f"official defects reproduced {result.upstream_defects}, knobs {result.knobs}")
+          f"official defects reproduced {result.official_defects}, knobs {result.knobs}")
     assert result.passed, result.markdown()
     return result
 

@@ -170,16 +170,16 @@ def test_a_faithful_port_of_the_june_2025_file_passes_and_fails_only_when_asked(
     options = dict(against="fastdllm-2025-06", cache=cache, convention=convention, model="tiny-llada", max_batch=1,
                    padding=False, max_examples=40, knobs=False)
     passed = check_decoder(candidate, **options)
-    assert passed.passed and passed.upstream_defects.get("FD9.1", 0) > 0, passed.markdown()
+    assert passed.passed and passed.official_defects.get("FD9.1", 0) > 0, passed.markdown()
     assert "reproduce official defects (FD9.1 x" in passed.markdown()
-    failed = check_decoder(candidate, **options, upstream_defects="fail")
+    failed = check_decoder(candidate, **options, official_defects="fail")
     assert not failed.passed and "official defect FD9.1" in failed.failure.problems[0]
     mask_id = load_check_model("tiny-llada").special.mask_id
     wanted = [[0]] if cache == "dual" else [[0, mask_id]]
     assert failed.failure.case["prompt"] == wanted
     assert {k: failed.failure.case["settings"][k] for k in ("gen_length", "block_length", "steps")} == \
         {"gen_length": 1, "block_length": 1, "steps": 1}
-    assert "--upstream-defects fail" in failed.command
+    assert "--official-defects fail" in failed.command
 
 
 def test_a_candidate_that_always_raises_still_fails():
@@ -227,9 +227,9 @@ def test_a_candidate_deviating_at_the_deviations_own_step_reproduces_it():
     another row decodes; its commit order leaves ours at exactly the predicted step, and that is a match."""
     options = dict(model="tiny-llada", padding=False, max_examples=200, knobs=False)
     result = check_decoder(current_loop_without_cache, "fastdllm", **options)
-    assert result.passed and result.upstream_defects.get("FD9.6", 0) > 0, result.markdown()
-    failed = check_decoder(current_loop_without_cache, "fastdllm", **options, upstream_defects="fail")
-    assert not failed.passed and "better than upstream was asked for" in failed.failure.problems[-1]
+    assert result.passed and result.official_defects.get("FD9.6", 0) > 0, result.markdown()
+    failed = check_decoder(current_loop_without_cache, "fastdllm", **options, official_defects="fail")
+    assert not failed.passed and "better than the official code was asked for" in failed.failure.problems[-1]
 
 
 def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
@@ -238,7 +238,7 @@ def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
     from veridec.testing.running import CheckSetup, Side
     from veridec.testing.targets import target
     from veridec.testing.families.dream import ROW_CLAMP
-    from veridec.testing.upstream import defect
+    from veridec.testing.official import defect
     from veridec.trace import Counters, Trace
 
     def side(tokens):
@@ -246,7 +246,7 @@ def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
         return Side(torch.tensor([[1, 2] + [t for _, t in tokens]]), trace, trace.counters)
 
     one = case([[1, 2]], gen_length=2, block_length=2, steps=2)
-    for at_step, verdict in ((1, "upstream"), (2, "diverged")):
+    for at_step, verdict in ((1, "official"), (2, "diverged")):
         outcome = CaseOutcome(one, "exact", target=side([(2, 5), (3, 5)]), candidate=side([(2, 5), (3, 6)]),
                               defect=defect(ROW_CLAMP, at_step))
         setup = CheckSetup(None, None, target("fastdllm"), model, "llada")
@@ -254,14 +254,30 @@ def test_a_deviation_from_the_predicted_step_itself_reproduces_it(model):
         assert outcome.divergence.step == 1 and outcome.verdict == verdict, (at_step, outcome.problems)
 
 
-def test_the_reproducer_command_parses_with_its_upstream_flag():
-    """The printed CLI line is a valid command: --upstream-defects sits before --case and its JSON."""
+def test_the_reproducer_command_parses_with_its_official_defects_flag():
+    """The printed CLI line is a valid command: --official-defects sits before --case and its JSON."""
     import shlex
 
     from veridec.harness.cli import build_parser
 
     candidate = load_candidate(f"{JUNE}:generate_with_dual_cache")
     failed = check_decoder(candidate, "fastdllm-2025-06", cache="dual", convention="fastdllm", model="tiny-llada",
-                           max_batch=1, padding=False, max_examples=20, knobs=False, upstream_defects="fail")
+                           max_batch=1, padding=False, max_examples=20, knobs=False, official_defects="fail")
     args = build_parser().parse_args(shlex.split(failed.command)[1:])
-    assert args.upstream_defects == "fail" and json.loads(args.case) == failed.failure.case
+    assert args.official_defects == "fail" and json.loads(args.case) == failed.failure.case
+
+
+def test_the_former_names_still_work_and_say_so():
+    """``upstream_defects=`` / ``--upstream-defects``, the names before ``official_defects``: the same mode, with a
+    DeprecationWarning in Python."""
+    from veridec.harness.cli import build_parser
+
+    candidate = load_candidate(f"{JUNE}:generate_with_dual_cache")
+    options = dict(cache="dual", convention="fastdllm", model="tiny-llada", max_batch=1, padding=False,
+                   max_examples=20, knobs=False)
+    with pytest.warns(DeprecationWarning, match="official_defects"):
+        old = check_decoder(candidate, "fastdllm-2025-06", **options, upstream_defects="fail")
+    new = check_decoder(candidate, "fastdllm-2025-06", **options, official_defects="fail")
+    assert old.official_mode == new.official_mode == "fail" and old.passed == new.passed
+    args = build_parser().parse_args(["check", "x.py:f", "--against", "llada", "--upstream-defects", "skip"])
+    assert args.official_defects == "skip"

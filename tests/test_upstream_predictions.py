@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import torch
 
 from testing.families.block import llada_defect
-from testing.upstream import canvases_before
+from testing.official import canvases_before
 from veridec.testing import load_check_model
 from veridec.trace import StepRecord
 

@@ -81,6 +81,7 @@ CHECKS = [
     ("own_model:prompt_feature_cache/A", "own_model.py:prompt_feature_cache",
      {"against": "llada", **LLADA, "tier": "A", "candidate_model": str(EXAMPLES / "own_model.py") + ":load"}),
 ]
+RENAMED = {"upstream_defects": "official_defects"}  # former result fields, compared under their new names
 COMMANDS = [("verify --quick", ["verify", "--quick", "--quiet"]),
             ("exactness --quick", ["exactness", "--quick", "--quiet"])]
 
@@ -104,7 +105,7 @@ def check_entry(spec: str, arguments: dict, trials: int) -> dict:
     finally:
         sys.path.remove(str(EXAMPLES))
     data = result.to_dict()
-    return timeless({key: data[key] for key in ("passed", "trials", "numeric_ties", "skipped", "upstream_defects",
+    return timeless({key: data[key] for key in ("passed", "trials", "numeric_ties", "skipped", "official_defects",
                                                 "knobs", "knob_failures", "trials_to_detection", "failure",
                                                 "first_failing_case", "metrics") if key in data})
 
@@ -150,7 +151,12 @@ def read(path: Path) -> dict:
     if not path.exists():
         return {}
     entries = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return {entry["name"]: entry["result"] for entry in entries}
+    return {entry["name"]: _renamed(entry["result"]) for entry in entries}
+
+
+def _renamed(result: dict) -> dict:
+    """A snapshot taken before a field was renamed, under the new name (``upstream_defects``: ``official_defects``)."""
+    return {RENAMED.get(key, key): value for key, value in result.items()}
 
 
 def main(argv=None) -> int:

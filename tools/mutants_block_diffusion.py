@@ -12,7 +12,7 @@ generators and the official loop's writes), the model (``block_causal_bias``, ``
 ``first_real``, ``block_cache``; q/k norms in ``Attention.project``; the SDAR layout's config and tensor names),
 the ``hf-block`` convention (``HFBlockConvention``: slots per cache handle, the mask's columns), the recording of
 block calls (a position shown for the first time is no commit), and the check's side: ``testing.targets``' step
-per model call and published target, ``testing.exact._judge_as_published``, ``testing.upstream.sdar_defect``,
+per model call and published target, ``testing.exact._judge_as_published``, ``testing.official.sdar_defect``,
 ``testing.sdar_cases`` and ``testing.knobs``' SDAR entries. Each mutant is a one- or two-line mistake placed where
 it would most likely let a wrong decode or a wrong verdict pass silently (a schedule off by one, a tie broken the
 other way, a block that sees what it must not, a defect predicted at the wrong step, a deviating candidate let

@@ -225,7 +225,7 @@ MUTANTS = [
         "case_metrics, shrinks=False)",
         "tier E reports its first failing case unshrunk",
         "spec/exactness.md EC2", CHECK),
-    # ------------------------------------------------------------------ testing/upstream.py (FD9, SQ2.8)
+    # ------------------------------------------------------------------ testing/official.py (FD9, SQ2.8)
     Mutant(
         "fd9-4-dual-batch-a-step-late", 'testing/families/block.py',
         'if loop.dual and batch > 1 and in_block >= 1:',
@@ -310,8 +310,8 @@ MUTANTS = [
     # ------------------------------------------------------------------ testing/report.py, models.py
     Mutant(
         "reproducer-upstream-flag-inside-case", "testing/report.py",
-        'words[-2:-2] = ["--upstream-defects", result.upstream]',
-        'words[-1:-1] = ["--upstream-defects", result.upstream]',
+        'words[-2:-2] = ["--official-defects", result.official_mode]',
+        'words[-1:-1] = ["--official-defects", result.official_mode]',
         "the reproducer command puts --upstream-defects between --case and its JSON",
         "spec/exactness.md EC6", UPSTREAM + CHECK),
     Mutant(

@@ -320,9 +320,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ownmodel-agreement-skips-diverged-cases",
         "testing/exact.py",
-        "    if setup.agreement is not None and theirs.error is None and outcome.verdict != \"upstream\":\n",
-        "    if setup.agreement is not None and theirs.error is None and outcome.verdict not in (\"upstream\","
-        " \"diverged\"):\n",
+        '    if setup.agreement is not None and theirs.error is None and outcome.verdict != "official":\n',
+        '    if setup.agreement is not None and theirs.error is None and outcome.verdict not in ("official", '
+        '"diverged"):\n',
         "the rule is applied only to cases already exact or tied, never to diverged ones: no case ever "
         "disagrees, so a candidate whose tokens fall outside the top-K passes with agreement_rate 1",
         EC10, AGREE,

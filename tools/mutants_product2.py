@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (a mutant's original and mutated texts are verbatim source lines)
 """A mutation catalogue for veridec's checker and command plumbing, second batch: the report and its reproducers
 (testing/report.py), tier S against an exact law (testing/exact_law.py), the official defects as typed outcomes
-(testing/upstream.py), the guard on a candidate's calls (testing/guard.py), vLLM's agreement rule
+(testing/official.py), the guard on a candidate's calls (testing/guard.py), vLLM's agreement rule
 (testing/agreement.py), the trace comparison (veridec/compare.py), the canvas and decoder bookkeeping
 (veridec/canvas.py, veridec/decoding.py), records and units of work (harness/records.py, harness/units.py), the
 ``veridec check`` command (harness/check_command.py), the event and compiled rows of the exactness table
@@ -61,8 +61,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-report-fail-mode-flag-dropped",
         "testing/report.py",
-        '    if result.upstream != "match":\n',
-        '    if result.upstream == "match":\n',
+        '    if result.official_mode != "match":\n',
+        '    if result.official_mode == "match":\n',
         'the CLI reproducer of a check run with --upstream-defects fail omits the flag, so rerunning '
         'the case in match mode passes the reproduced official defect that failed',
         "spec/exactness.md EC6", (UPSTREAM, CHECK),
@@ -88,8 +88,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-report-upstream-total-counts-clauses",
         "testing/report.py",
-        "    total = sum(result.upstream_defects.values())\n",
-        "    total = len(result.upstream_defects)\n",
+        '    total = sum(result.official_defects.values())\n',
+        '    total = len(result.official_defects)\n',
         "the report's count of cases that reproduce official defects counts distinct clauses, not "
         'cases (FD9.1 x5 reads as 1)',
         "spec/exactness.md EC6", (CHECK_REPORTS, UPSTREAM, GOLDEN_CHECK),
@@ -113,7 +113,7 @@ MUTANTS: list[Mutant] = [
         'refused and is held against the no-cache law, passing a cached candidate against the wrong target',
         "spec/stochastic.md ST7", (LAW_FIT, STOCHASTIC),
     ),
-    # --- testing/upstream.py: where the official code fails, as typed outcomes ----------------------------------
+    # --- testing/official.py: where the official code fails, as typed outcomes ----------------------------------
     Mutant(
         "p2-upstream-eos-vocab-edge",
         'testing/families/block.py',
@@ -163,7 +163,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "p2-upstream-canvases-alias",
-        "testing/upstream.py",
+        "testing/official.py",
         "        found.append(canvas.clone())\n",
         "        found.append(canvas)\n",
         'every canvas before a step aliases the final canvas, so the per-step predictions (FD9.3, '

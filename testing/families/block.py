@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from veridec.canvas import initial_canvas
 
-from ..upstream import Official, UpstreamDefect, canvases_before, defect
+from ..official import Official, OfficialDefect, canvases_before, defect
 from .common import (KNOB_TEMPERATURES, KNOB_THRESHOLDS, STRUCTURE, Family, at_confidence, choices,
                      divisor_block_lengths, temperatures)
 
@@ -120,7 +120,7 @@ class FastDLLMLoop:
     dual: bool = False
 
 
-def llada_defect(settings: dict, attention_mask, model, prompt, mask) -> UpstreamDefect | None:
+def llada_defect(settings: dict, attention_mask, model, prompt, mask) -> OfficialDefect | None:
     """SQ1.9-SQ1.11: ML-GSAI/LLaDA ``generate`` (65cbed2) before its first forward (cfg without a mask) or at it
     (the hard-coded EOS / EoT ids: IndexError past the vocabulary, other tokens banned where the ids differ; cfg
     over a banned token: NaN)."""
@@ -144,7 +144,7 @@ def _bans_a_token(model, prompt, mask, gen_length: int) -> bool:
 
 
 def fastdllm_defect(settings: dict, loop: FastDLLMLoop, steps: list, stalled: bool, model, prompt,
-                    mask) -> UpstreamDefect | None:
+                    mask) -> OfficialDefect | None:
     """FD9: NVlabs/Fast-dLLM's ``loop`` (current: f6b35ec; the June 2025 file: 24cc59e) with no, a prefix or a
     dual cache. Step j of a block is its j-th forward (0: the refresh); the quota schedule has S = steps / blocks
     entries per block."""

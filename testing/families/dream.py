@@ -7,7 +7,7 @@ import torch
 from hypothesis import strategies as st
 
 from ..hooks import LOGITS_HOOK, TOKENS_HOOK
-from ..upstream import Official, UpstreamDefect, canvases_before, defect
+from ..official import Official, OfficialDefect, canvases_before, defect
 from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, TEMPERATURES, Family, choices, ordinary_tokens
 
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
@@ -54,7 +54,7 @@ ROW_CLAMP = ("SQ2.8", "a row has fewer masks than the step's count: the official
              "committed or prompt tokens", "deviates")
 
 
-def dream_defect(settings: dict, steps: list, model, prompt, mask) -> UpstreamDefect | None:
+def dream_defect(settings: dict, steps: list, model, prompt, mask) -> OfficialDefect | None:
     """SQ2.8: with a scheduled count (maskgit_plus, topk_margin, entropy; ``alg_temp`` unset) ``k`` from the mean
     masks per row (SQ2.4), the first step at which a row holds fewer than ``k`` masks."""
     from veridec.rules.dream import DreamParams, _transfer_count

@@ -11,7 +11,7 @@ from veridec.canvas import whole_blocks
 from veridec.optimized import block_diffusion
 from veridec.trace import Decoded, StepRecord
 
-from ..upstream import Official, UpstreamDefect, defect
+from ..official import Official, OfficialDefect, defect
 from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, Family, choices, divisor_block_lengths, kept
 
 SDAR_SETTINGS = ("gen_length", "block_length", "denoising_steps", "temperature", "top_k", "top_p", "remasking_strategy",
@@ -123,7 +123,7 @@ SDAR_BATCH = ("BD7.5", "batch > 1: the published canvas has one row (RuntimeErro
               "raises")
 
 
-def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int) -> UpstreamDefect | None:
+def sdar_defect(settings: dict, steps: list, prompt: torch.Tensor, mask_id: int) -> OfficialDefect | None:
     """BD7: the published ``block_diffusion_generate`` (Gen-Verse/dLLM-RL 10b4fd1, JetAstra/SDAR c2041a8) before
     its first forward (a batch, temperature 0, entropy_bounded) or at the first step of the target's decode
     (``steps``: one record per denoising forward, its block and commits) where a quota exceeds the masks left

@@ -17,11 +17,11 @@ import torch
 
 from veridec.canvas import initial_canvas
 
-UPSTREAM_MODES = ("match", "fail", "skip")  # what a check does where the official code fails (EC6)
+OFFICIAL_DEFECT_MODES = ("match", "fail", "skip")  # what a check does where the official code fails (EC6)
 
 
 @dataclass(frozen=True)
-class UpstreamDefect:
+class OfficialDefect:
     clause: str  # the spec clause that documents it, e.g. "FD9.1"
     description: str
     kind: str  # "raises": the official run raises; "endless": it never ends; "deviates": it completes otherwise
@@ -46,8 +46,8 @@ class Official:
     run: Callable | None = None
 
 
-def defect(entry: tuple, at_step: int) -> UpstreamDefect:
-    return UpstreamDefect(*entry, at_step)
+def defect(entry: tuple, at_step: int) -> OfficialDefect:
+    return OfficialDefect(*entry, at_step)
 
 
 def canvases_before(steps: list, model, prompt: torch.Tensor, mask, gen_length: int) -> list[torch.Tensor]:
