@@ -28,6 +28,7 @@ from .agreement import Agreement
 from .candidates import fit_candidate
 from .exact import HIGHER_IS_WORSE, LOWER_IS_WORSE, CaseOutcome
 from .exact_law import check_law_target, is_oracle, oracle_cases
+from .explain import explanation
 from .guard import MAX_CASE_TIMEOUT
 from .knobs import knob_findings
 from .models import load_check_model
@@ -58,8 +59,8 @@ class CheckResult:
     skipped: int = 0
     official_defects: dict = field(default_factory=dict)  # clause -> cases reproducing that official defect
     official_mode: str = "match"  # where the official code fails: match | fail | skip (spec EC6)
-    knobs: dict = field(default_factory=dict)  # setting -> effective | no effect | not exercised (spec EC7)
-    knob_failures: list = field(default_factory=list)  # the knobs without effect: sentence, case, the two values
+    knobs: dict = field(default_factory=dict)  # setting -> effective | no effect | moves differently | not exercised
+    knob_failures: list = field(default_factory=list)  # failed knobs: verdict, sentence, case, values, cases tried
     trials_to_detection: int | None = None
     failure: CaseOutcome | None = None
     first_failing_case: dict | None = None  # the case that first failed, before shrinking
@@ -82,6 +83,19 @@ class CheckResult:
 
     def markdown(self) -> str:
         return markdown(self)
+
+    def figure(self):
+        """The picture of this result (a matplotlib Figure): the commit timeline of a tier E failure, the drift per
+        call of tier A on the candidate's own model, the tests and outputs of a tier S failure."""
+        from .figures import figure  # matplotlib, imported when a picture is asked for
+
+        return figure(self)
+
+    def save_html(self, path):
+        """The report and its picture as one self-contained HTML file at ``path``; returns the path."""
+        from .figures import save_html
+
+        return save_html(self, path)
 
 
 def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, model="default", cache: str = "none",
@@ -187,6 +201,8 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     runner = mode.oracle_runner if exact_law else mode.runner
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
     _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
+    if result.failure is not None and not mode.sampled:
+        result.failure.explanation = explanation(setup, result.failure)
     if result.failure is not None:
         result.reproducer, result.command = reproducer_snippet(result, goal, fit, model_name, against, o.cache), \
             reproducer_command(result, against, model_name, o.cache)
@@ -201,7 +217,7 @@ def _judge(result: CheckResult, mode: Tier, baseline: dict | None, setup: CheckS
     if setup.agreement is not None and result.metrics.get("agreement_failures"):
         result.passed = False
     if knobs and not mode.sampled:
-        _judge_knobs(result, knob_findings(setup, strategy, names, seed))
+        _judge_knobs(result, knob_findings(setup, strategy, names, seed, exact=mode.shrinks))
 
 
 def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: str, max_batch: int,
@@ -216,12 +232,15 @@ def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: 
 
 
 def _judge_knobs(result: CheckResult, findings: list) -> None:
-    """The knobs' verdicts into the result; a knob without effect fails it (its case kept for the report)."""
+    """The knobs' verdicts into the result; a knob without effect, or one that moves the candidate otherwise, fails
+    it (its case kept for the report, with the cases and values the search tried)."""
     result.knobs = {finding.name: finding.verdict for finding in findings}
-    idle = [finding for finding in findings if finding.verdict == "no effect"]
-    if idle:
+    failed = [finding for finding in findings if finding.failed]
+    if failed:
         result.passed = False
-        result.knob_failures = [{"sentence": f.sentence(), "case": f.case, "values": list(f.values)} for f in idle]
+        result.knob_failures = [{"name": f.name, "verdict": f.verdict, "sentence": f.sentence(), "case": f.case,
+                                 "values": list(f.values), "cases_drawn": f.drawn, "cases_moving_target": f.moving}
+                                for f in failed]
 
 
 def _check_arguments(max_examples, max_batch, numeric_error, ties, alpha, delta, samples, official) -> None:

@@ -37,6 +37,7 @@ class CaseOutcome:
     commit_order_match: float | None = None  # share of rows with the same commit order (when both traced)
     defect: OfficialDefect | None = None  # where the official code fails or deviates on this case
     agreement: dict | None = None  # tier A with vLLM's rule (spec EC10): its verdict at the first divergence
+    explanation: list[str] = field(default_factory=list)  # why the sides differ (testing.explain), the shrunk case
 
     @property
     def failed(self) -> bool:
@@ -64,7 +65,7 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
                            ours.seconds)
     outcome = CaseOutcome(case, "exact", target=ours, candidate=theirs, defect=defect)
     if defect is None:
-        _compare(outcome, model, prompt, mask, setup.numeric_error)
+        compare_sides(outcome, model, prompt, mask, setup.numeric_error)
     else:
         _judge_at_defect(outcome, model, prompt, mask, setup)
     if setup.agreement is not None and theirs.error is None and outcome.verdict != "official":
@@ -95,7 +96,7 @@ def _judge_at_defect(outcome: CaseOutcome, model, prompt, mask, setup: CheckSetu
         problems.append(f"the official loop never ends here ({defect}) and the target stalls; the candidate "
                         "completed, which nothing here can check")
         return
-    _compare(outcome, model, prompt, mask, setup.numeric_error)
+    compare_sides(outcome, model, prompt, mask, setup.numeric_error)
     divergence = outcome.divergence
     if not outcome.failed or defect.kind != "deviates":
         return
@@ -137,7 +138,9 @@ def _reproduces(outcome: CaseOutcome, setup: CheckSetup, how: str) -> None:
     outcome.problems.append(f"{how}: official defect {outcome.defect}; better than the official code was asked for")
 
 
-def _compare(outcome: CaseOutcome, model, prompt, mask, numeric_error: float) -> None:
+def compare_sides(outcome: CaseOutcome, model, prompt, mask, numeric_error: float = 0.0) -> None:
+    """The two sides of ``outcome`` compared (tokens, commit order or events, counters, hook calls): its verdict
+    and problems."""
     ours, theirs, problems = outcome.target, outcome.candidate, outcome.problems
     prompt_length = prompt.shape[1]
     if theirs.error is not None:

@@ -21,6 +21,7 @@ def result_dict(result) -> dict:
                            "tests": None if failure.comparison is None else failure.comparison.tests}
     elif failure is not None:
         data["failure"] = {"case": failure.case, "problems": failure.problems, "diagnosis": failure.diagnosis,
+                           "explanation": failure.explanation,
                            "target_counters": _counters(failure.target), "candidate_counters": _counters(
                                failure.candidate), "candidate_nfe": failure.candidate.nfe,
                            "token_match": failure.token_match}
@@ -57,6 +58,8 @@ def markdown(result) -> str:
               "## What differs", *[f"- {problem}" for problem in failure.problems]]
     if failure.diagnosis:
         lines += ["", "## First divergence", *_diagnosis_lines(failure.diagnosis)]
+    if failure.explanation:
+        lines += ["", "## Why they differ", *[f"- {line}" for line in failure.explanation]]
     lines += ["", "## Costs (spec N8)", f"- target: {_counters(failure.target)}",
               f"- candidate: {_counters(failure.candidate)}" + (
                   f", reports nfe={failure.candidate.nfe}" if failure.candidate.nfe is not None else ""),
@@ -66,10 +69,13 @@ def markdown(result) -> str:
 
 
 def _knob_lines(result) -> list[str]:
-    """Each knob without effect (spec EC7): what moved, and the case (rerun it with either value)."""
+    """Each knob without effect, or moving the candidate otherwise (spec EC7): what moved, and the case (rerun it
+    with either value)."""
     lines = []
     for finding in result.knob_failures:
-        lines += ["", "## A knob without effect", f"- {finding['sentence']}", "```json", json.dumps(finding["case"]),
+        title = "## A knob that moves the candidate otherwise" if finding["verdict"] == "moves differently" else \
+            "## A knob without effect"
+        lines += ["", title, f"- {finding['sentence']}", "```json", json.dumps(finding["case"]),
                   "```"]
     return lines
 

@@ -2,6 +2,7 @@
 target's output or calls, must change the candidate's too."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from veridec.testing import check_decoder, load_candidate
 from veridec.testing.targets import FAMILIES
@@ -66,3 +67,64 @@ def test_winos_block_length_knob_offers_every_other_divisor():
     included."""
     settings = {"gen_length": 4, "block_length": 2, "threshold": 0.6}
     assert block_lengths(settings) == [{**settings, "block_length": 1}, {**settings, "block_length": 4}]
+
+
+def _stub_search(monkeypatch, moves_target, moves_candidate):
+    """find_effect over drawn integers, with the two sides' movement stubbed: ``moves_target(n)`` and
+    ``moves_candidate(n)`` say whether the knob moves each side on drawn case n."""
+    from hypothesis import strategies as st
+
+    from veridec.testing import knobs
+
+    def found(setup, name, n):
+        return {"case": {"settings": {name: n}}, "other": {"settings": {name: -n}}} if moves_target(n) else None
+
+    monkeypatch.setattr(knobs, "_moves_target", found)
+    monkeypatch.setattr(knobs, "_moves_candidate", lambda setup, pair: moves_candidate(pair["case"]["settings"]["k"]))
+    setup = SimpleNamespace(goal=SimpleNamespace(family=SimpleNamespace(knobs={"k": None})))
+    return knobs.find_effect(setup, st.integers(0, 1000), "k", seed=0)
+
+
+def test_one_case_where_the_candidate_stays_carries_no_verdict(monkeypatch):
+    """EC7: the knob moves the target on every drawn case; the candidate stays on the first and moves on a later
+    one: effective, not "no effect" (the shrunk case of a decoder whose two values happen to agree there)."""
+    seen = []
+
+    def candidate_moves(n):
+        seen.append(n)
+        return len(seen) > 1  # idle on the first case tried only
+
+    finding = _stub_search(monkeypatch, lambda n: True, candidate_moves)
+    assert finding.verdict == "effective" and finding.moving == 2 and len(seen) == 2
+
+
+def test_a_knob_idle_on_every_drawn_case_has_no_effect_and_says_how_many(monkeypatch):
+    """The negative control: the candidate never moves; every drawn case is tried before the verdict, and the
+    sentence counts them and names the values tried."""
+    from veridec.testing.knobs import SEARCHED
+
+    finding = _stub_search(monkeypatch, lambda n: n % 2 == 0, lambda n: False)
+    assert finding.verdict == "no effect" and finding.failed and finding.drawn == SEARCHED
+    assert 0 < finding.moving < SEARCHED and len(finding.pairs) == finding.moving
+    assert f"any of the {finding.moving} drawn cases (of {SEARCHED})" in finding.sentence()
+    assert _stub_search(monkeypatch, lambda n: False, lambda n: False).verdict == "not exercised"
+
+
+def test_a_knob_that_moves_the_candidate_otherwise_is_a_divergence_with_its_case():
+    """EC7 at tier E: a decoder whose threshold defaults to 0.9 and reads None (quota mode, never drawn for it) as
+    0.9; the knob search changes the threshold to None, which moves both sides, and the changed case diverges."""
+    real = load_candidate(f"{EXAMPLE}:generate")
+
+    def none_as_default(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0, mask_id=126336,
+                        threshold=0.9):
+        return real(model, prompt, steps=steps, gen_length=gen_length, block_length=block_length,
+                    temperature=temperature, mask_id=mask_id, threshold=0.9 if threshold is None else threshold)
+
+    result = check_decoder(none_as_default, **DUAL)
+    assert not result.passed and result.trials == 10 and result.failure is None  # the drawn cases all pass
+    assert result.knobs["threshold"] == "moves differently"
+    (finding,) = result.knob_failures
+    assert finding["case"]["settings"]["threshold"] is None and None in finding["values"]
+    assert finding["sentence"].startswith("threshold moves the candidate otherwise than the target")
+    assert "## A knob that moves the candidate otherwise" in result.markdown()
+    assert check_decoder(none_as_default, **DUAL, tier="A").knobs["threshold"] == "effective"  # A: measured only

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from veridec.adapters import adapt
 from veridec.harness.cli import main
 from veridec.models import random_model
 from veridec.recording import ModuleRecording
@@ -248,3 +249,32 @@ def test_the_digest_reads_every_element():
     with pytest.raises(CandidateModelMismatch, match=r"model\.transformer\.wte\.weight"):
         check_same_weights(nudged, model)
 
+
+
+class _Nudged(torch.nn.Module):
+    """A model computing ``base``'s logits with chosen entries moved (``nudges``: (row, position, token, delta)):
+    its drift from ``base`` per call is known by hand."""
+
+    def __init__(self, base, nudges):
+        super().__init__()
+        self.base, self.nudges = base, nudges
+
+    def forward(self, input_ids, attention_mask=None):
+        logits = self.base(input_ids, attention_mask=attention_mask).logits.clone()  # [B, L, V]
+        for row, position, token, delta in self.nudges:
+            logits[row, position, token] += delta
+        return SimpleNamespace(logits=logits)
+
+
+def test_one_calls_drift_is_its_largest_logit_difference_by_hand():
+    """EC9: a call's drift is the largest |difference| of its logits from veridec's model on the canvas it was
+    fed, not their mean or sum: two entries moved by 0.25 and -0.75 drift by exactly 0.75 in every call (a mean
+    would give 1 / (B L V) of the sum, a sum 1.0); a model moved nowhere drifts by 0."""
+    model = load_check_model("tiny-llada")
+    canvas = torch.tensor([[5, 6, model.special.mask_id, model.special.mask_id]])
+    for nudges, want in (([(0, 1, 3, 0.25), (0, 2, 7, -0.75)], 0.75), ([], 0.0)):
+        nudged = _Nudged(model, nudges)
+        with ModuleRecording(nudged, keep_logits=True) as recording:
+            nudged(canvas)
+            nudged(canvas.clone())
+        assert recording.drift(adapt(model, "llada")) == [pytest.approx(want, abs=1e-6)] * 2

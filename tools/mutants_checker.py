@@ -297,8 +297,8 @@ MUTANTS = [
         "spec/stochastic.md ST2", STOCHASTIC + CHECK),
     Mutant(
         "prompt-masks-drawn-for-dream-only", 'testing/families/block.py',
-        '"block_length": divisor_block_lengths}, infill=True)',
-        '"block_length": divisor_block_lengths}, infill=False)',
+        '"block_length": divisor_block_lengths}, infill=True,',
+        '"block_length": divisor_block_lengths}, infill=False,',
         'prompt masks are never drawn for LLaDA / Fast-dLLM cases (the block family loses infill)',
         "spec/exactness.md EC2", CHECK),
     Mutant(

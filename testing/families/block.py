@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from veridec.canvas import initial_canvas
 
 from ..official import Official, OfficialDefect, canvases_before, defect
-from .common import (KNOB_TEMPERATURES, KNOB_THRESHOLDS, STRUCTURE, Family, at_confidence, choices,
+from .common import (KNOB_TEMPERATURES, KNOB_THRESHOLDS, STRUCTURE, Family, Reading, at_confidence, choices,
                      divisor_block_lengths, temperatures)
 
 BLOCK_SETTINGS = ("steps", "gen_length", "block_length", "temperature", "remasking")
@@ -79,10 +79,16 @@ def factors(settings: dict) -> list[dict]:
     return choices("factor", (None, *FACTORS))(settings) if settings.get("threshold") is None else []
 
 
+STRICT_THRESHOLD = Reading("a strict threshold, committing c > threshold only", "FD2",
+                           "the official c >= threshold (a confidence equal to it commits)",
+                           settings={"inclusive": False},
+                           applies=lambda settings: settings.get("threshold") is not None)
+
 FAMILY = Family("block", _drawn, knobs={
     "threshold": choices("threshold", KNOB_THRESHOLDS), "factor": factors, "steps": block_steps,
     "temperature": choices("temperature", KNOB_TEMPERATURES), "remasking": choices("remasking", REMASKING),
-    "cfg_scale": choices("cfg_scale", CFG_SCALES), "block_length": divisor_block_lengths}, infill=True)
+    "cfg_scale": choices("cfg_scale", CFG_SCALES), "block_length": divisor_block_lengths}, infill=True,
+    readings=(STRICT_THRESHOLD,))
 
 
 # ------------------------------------------------------------------------------------------- the official loops

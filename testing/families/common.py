@@ -39,6 +39,22 @@ def resolve_first_forward(case: dict, model, prompt: torch.Tensor, mask: torch.T
 
 
 @dataclass(frozen=True)
+class Reading:
+    """An alternative reading of a target's rule: ``name`` and ``clause`` say what it does, ``instead`` what the
+    target does; ``ties`` the tie rule it decodes with (None: the check's), ``settings`` what it adds to the
+    case's settings, ``decode`` (where given) the decode to run instead of the target's, ``applies(settings)``
+    whether the reading can differ on a case with these settings."""
+
+    name: str
+    clause: str
+    instead: str
+    ties: str | None = None
+    settings: dict = field(default_factory=dict)
+    decode: Callable | None = None
+    applies: Callable = lambda settings: True
+
+
+@dataclass(frozen=True)
 class Family:
     """A decoder family the checker knows: how its cases are drawn and resolved, and which knobs it searches.
 
@@ -47,13 +63,15 @@ class Family:
     model, prompt, mask)`` replaces the case's ``{"at_confidence": r}`` thresholds by numbers before it runs.
     ``knobs`` maps each knob searched (spec EC7), in the order the report lists them, to the variants of a case's
     settings with another value of it (the rest kept valid). ``infill``: prompts may hold a mask, decoded with the
-    first block (SQ1.2)."""
+    first block (SQ1.2). ``readings``: documented alternative readings of its rules, which a failure's report
+    names where the candidate follows one (``testing.explain``; the other tie order is every family's)."""
 
     name: str
     settings: Callable
     knobs: dict = field(default_factory=dict)
     resolve: Callable = resolve_first_forward
     infill: bool = False
+    readings: tuple = ()
 
 
 def ordinary_tokens(model) -> list[int]:

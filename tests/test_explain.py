@@ -1,0 +1,78 @@
+"""Why the two sides differ (spec/exactness.md EC11): a failing report shows each side's decision at the first
+divergence and names a documented alternative reading that the candidate follows, never one it does not."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.oracles.base import Oracle
+from veridec.testing import check_decoder, load_candidate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DUAL = dict(against="fastdllm", cache="dual", model="tiny-llada", max_examples=40, knobs=False)
+
+
+@pytest.fixture(autouse=True)
+def examples_importable():
+    sys.path.insert(0, str(EXAMPLES))
+    yield
+    sys.path.remove(str(EXAMPLES))
+
+
+def _explained(spec, **options):
+    result = check_decoder(load_candidate(f"{EXAMPLES / spec}"), **options)
+    assert not result.passed and result.failure is not None
+    return result, result.failure.explanation
+
+
+def test_a_strict_threshold_is_named_as_the_reading_it_is():
+    """FD2: the candidate commits c > threshold where the official rule commits c >= threshold; the report shows
+    the target's commits with their confidences, the candidate's, and names the strict reading."""
+    result, lines = _explained("fastdllm_dual_broken.py:strict_threshold", **DUAL)
+    step = result.failure.divergence.step
+    assert lines[0].startswith(f"target at step {step}, row 0: committed") and "confidence" in lines[0]
+    assert lines[1].startswith(f"candidate at step {step}, row 0: committed")
+    assert any("follows a strict threshold" in line and "(FD2)" in line for line in lines)
+    assert "## Why they differ" in result.markdown() and result.to_dict()["failure"]["explanation"] == lines
+
+
+def test_a_bug_that_is_no_documented_reading_is_not_given_one():
+    """The negative control: committing one token past the rule matches neither tie order nor a strict
+    threshold, so no reading is named (the decision lines are still there)."""
+    _, lines = _explained("fastdllm_dual_broken.py:one_too_many", **DUAL)
+    assert lines and not any("follows" in line for line in lines)
+
+
+class SameEverywhere(Oracle):
+    """Every masked position has the same conditional: their confidences tie exactly (SQ0.4 decides)."""
+
+    def conditional_marginals(self, x, attention_mask):
+        law = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+        return law.expand(*x.shape, 3).clone()  # [B, L, V]
+
+
+@torch.no_grad()
+def topk_one_per_step(model, prompt, gen_length=128, mask_id=126336):
+    """One token per step at the most confident mask, the position chosen by torch.topk (its order on ties)."""
+    x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+    rows = torch.arange(x.shape[0])
+    for _ in range(gen_length):
+        confidence, token = model(x).logits.softmax(dim=-1).max(dim=-1)  # [B, L] each
+        position = confidence.masked_fill(x != mask_id, -1.0).topk(1, dim=1).indices[:, 0]  # [B]
+        x[rows, position] = token[rows, position]
+    return x
+
+
+def test_the_other_tie_order_is_named():
+    """SQ0.4: positions whose confidences tie exactly; a decoder that picks among them as torch.topk does fails
+    against the lowest-index rule, and the report says which order it follows."""
+    case = {"prompt": [[0]], "attention_mask": None, "seed": 0,
+            "settings": {"gen_length": 4, "block_length": 4, "steps": 4, "temperature": 0.0}}
+    model = SameEverywhere(3, 8)
+    result = check_decoder(topk_one_per_step, "llada", model=model, case=case)
+    assert not result.passed
+    lines = result.failure.explanation
+    assert any("follows torch.topk's order among equal scores (--ties torch)" in line for line in lines)
+    assert check_decoder(topk_one_per_step, "llada", model=model, case=case, ties="torch").passed
