@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.decoding import (check_block_rule, check_logits, check_progress, check_sampling, decode_params,
                               step_budget)
 from veridec.rules.parallel import new_state
@@ -35,6 +36,7 @@ def parallel_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor 
     temperature 0 every row equals its ``veridec.reference.block_diffusion.parallel_generate`` decode; sampled,
     the batch draws over [B, b, V] with one generator (a row alone draws over [1, b, V]). ``compile``: the block
     calls compiled (``veridec.optimized.compiled``), the loop and the rule the same."""
+    check_generator(generator)
     check_sampling(temperature, remasking, ties)
     check_block_rule(rule)
     params = SDARParams(gen_length, block_length, stopping_criteria_idx=stopping_criteria_idx, ties=ties)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.checks import check_choice
 from veridec.canvas import whole_blocks
 from veridec.decoding import DecodeStalled, check_llada_layout, check_logits
@@ -36,6 +37,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
              generator: torch.Generator | None = None, max_forwards: int | None = None,
              cache: str = "block") -> EventDecoded:
     """Decode every row of ``prompt`` [R, P] as the reference decodes it alone; ``max_forwards`` per block."""
+    check_generator(generator)
     params = EditParams(max_new_tokens, block_size, temperature, top_p, top_k, threshold, editing_threshold,
                         max_post_steps, num_to_transfer, eos_early_stop, ties)
     check_choice("cache", cache, CACHES)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.guidance.fastguide import FastGuideParams, hybrid_step
 from veridec.guidance.guide import GuidanceParams
@@ -63,6 +64,7 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              measure_tv: bool = False, stats: dict | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] with FastGuide, sparse recomputation (window radius ``params.window``); batches
     of trajectories share each call. ``stats`` receives "tv_mean" and "tv_max" when ``measure_tv``."""
+    check_generator(generator)
     mask_id = model.special.mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     batch, prompt_len = prompt.shape

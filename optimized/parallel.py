@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.checks import check_choice, check_flag
 from veridec.decoding import (check_decode_args, check_model_supports, check_progress, check_step_logits, decode_params,
@@ -102,6 +103,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     the loop and the rule are the same. ``narrow_logits``: the forwards return only the step's columns, their last
     layer running those queries alone (``can_narrow_logits``); False: the whole window's, as the reference and the
     official code compute them (the same numbers where the kernels are row-wise; ``veridec check`` targets)."""
+    check_generator(generator)
     check_flag("narrow_logits", narrow_logits)
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_choice("cache", cache, CACHES)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.checks import check_choice
 from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
@@ -30,6 +31,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
              mask_id: int | None = None, threshold: float = 0.6, threshold_back: float = 0.9, *,
              cache: str = "none", ties: str = "lowest", generator: torch.Generator | None = None) -> EventDecoded:
     """Decode ``prompt`` [R, P]: every row as the reference decodes it, in one forward per step for all rows."""
+    check_generator(generator)
     params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
     check_choice("cache", cache, CACHES)
     check_llada_layout(model)

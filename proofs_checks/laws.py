@@ -221,6 +221,11 @@ def joint_law(oracle, prompt: list[int], gen_length: int) -> dict[tuple, float]:
 
 
 def total_variation(p: dict, q: dict) -> float:
+    """TV(p, q) = 1/2 sum |p(x) - q(x)| of two laws over outcomes of one length (laws over canvases of different
+    lengths are refused: their TV of 1 would say nothing about the decoders)."""
+    lengths = {len(x) for x in p.keys() | q.keys() if isinstance(x, tuple)}
+    if len(lengths) > 1:
+        raise ValueError(f"total_variation: the two laws' outcomes must have one length, got lengths {sorted(lengths)}")
     return 0.5 * sum(abs(p.get(x, 0.0) - q.get(x, 0.0)) for x in p.keys() | q.keys())
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import whole_blocks
 from veridec.checks import check_integer
 from veridec.decoding import (check_block_rule, check_logits, check_progress, check_sampling, decode_params,
@@ -35,6 +36,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     to whole blocks (blocks after a stop token stay masked), and its trace (one step per denoising forward;
     ``record_logits``: with the logits at each committed position). ``after_schedule="leave"``: a block whose
     schedule is spent keeps its masks (LLaDA2.0's loop, BD12) instead of BD6.2's extra step."""
+    check_generator(generator)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
     mask_id = model.special.mask_id if mask_id is None else mask_id
@@ -97,6 +99,7 @@ def parallel_generate(model, prompt: torch.Tensor, *, rule, gen_length: int = 12
                       record_logits: bool = False) -> Decoded:
     """BD11: one row ``prompt`` [1, P] on BD2's canvas, each block decoded by ``rule``'s steps (``parallel_step``)
     on full block-causal forwards of the canvas up to the block's end; returns the canvas [1, T] and its trace."""
+    check_generator(generator)
     check_sampling(temperature, remasking, ties)
     check_block_rule(rule)
     params = SDARParams(gen_length, block_length, stopping_criteria_idx=stopping_criteria_idx, ties=ties)
@@ -137,6 +140,7 @@ def llada2_generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | 
     strategy, ``min(steps, gen_length // minimal_topk)`` steps per block, a block whose steps run out keeping its
     masks (``after_schedule="leave"``), and a stop after the block holding ``eos_id`` when one is given. One row
     ``prompt`` [1, P] without padding; returns the whole canvas [1, T] and its trace (one step per model call)."""
+    check_generator(generator)
     if attention_mask is not None and not bool(attention_mask.bool().all()):
         raise ValueError("attention_mask: LLaDA2.0's loops take no padding (one row of real tokens, BD12.1)")
     for name, value in (("steps", steps), ("minimal_topk", minimal_topk), ("gen_length", gen_length)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import check_prompt, initial_canvas
 from veridec.decoding import check_logits
 from veridec.rules.dream import DreamParams, dream_step
@@ -31,6 +32,7 @@ def diffusion_generate(model, inputs: torch.Tensor, attention_mask: torch.Tensor
     are filled too (infilling). Hooks have Dream's signatures: tokens hook (step, x, logits) -> x, logits hook
     (step, x, logits) -> logits.
     """
+    check_generator(generator)
     params = DreamParams(steps, eps, alg, alg_temp, temperature, top_p, top_k, tokens_per_step, ties)
     mask_id = model.special.mask_id if mask_token_id is None else mask_token_id
     check_prompt(model, inputs, attention_mask, mask_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import whole_blocks
 from veridec.decoding import DecodeStalled, check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
@@ -28,6 +29,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int = 128, block_size:
              eos_early_stop: bool = False, *, mask_id: int | None = None, ties: str = "lowest",
              generator: torch.Generator | None = None, max_forwards: int | None = None) -> EventDecoded:
     """Decode one row ``prompt`` [1, P] (ED1); ``max_forwards`` per block (ED6, default 4 b + max_post_steps)."""
+    check_generator(generator)
     params = EditParams(max_new_tokens, block_size, temperature, top_p, top_k, threshold, editing_threshold,
                         max_post_steps, num_to_transfer, eos_early_stop, ties)
     check_llada_layout(model, "the editing sampler")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.rules.fastdllm import FastDLLMParams
 
 from .parallel import decode
@@ -20,6 +21,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
              remasking: str = "low_confidence", mask_id: int | None = None, threshold: float | None = None,
              factor: float | None = None, *, inclusive: bool = True, last_rank: str = "commit", ties: str = "lowest",
              generator: torch.Generator | None = None, record_logits: bool = False):
+    check_generator(generator)
     params = FastDLLMParams(steps, gen_length, block_length, temperature, remasking, threshold, factor, inclusive,
                             last_rank, ties)
     return decode(model, prompt, attention_mask, rule=params.rule, gen_length=gen_length, block_length=block_length,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.guidance.fastguide import FastGuideParams, hybrid_step
 from veridec.guidance.guide import GuidanceParams
@@ -31,6 +32,7 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              gen_length: int = 128, params: FastGuideParams = FastGuideParams(),
              guidance: GuidanceParams = GuidanceParams(), generator: torch.Generator | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] with FastGuide, exact recomputation; one trace step per hybrid step."""
+    check_generator(generator)
     mask_id = model.special.mask_id
     x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
     batch, prompt_len = prompt.shape

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.checks import check_range
 from veridec.decoding import check_logits, check_rule
@@ -26,6 +27,7 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              top_p: float = 0.95, mask_id: int | None = None, generator: torch.Generator | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] guided by ``reward`` (bound here to ``prompt_texts``); ``guidance=None`` decodes
     unguided with the same sampling. Counters: full forwards, reward forward and backward passes."""
+    check_generator(generator)
     check_range("gen_length", gen_length, low=1, integer=True)
     check_range("temperature", temperature, low=0, low_open=True)
     check_range("top_p", top_p, low=0, high=1, low_open=True)
@@ -72,6 +74,7 @@ def best_of_n(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atte
               gen_length: int = 128, temperature: float = 0.7, top_p: float = 0.95,
               generator: torch.Generator | None = None) -> tuple[Decoded, torch.Tensor]:
     """N unguided samples per prompt; keep the one the reward scores highest. Returns (best, scores [N, B])."""
+    check_generator(generator)
     check_range("n", n, low=1, integer=True)
     bound = reward.bind(prompt_texts)
     samples = [generate(model, prompt, reward, prompt_texts, attention_mask, gen_length=gen_length, guidance=None,
@@ -95,6 +98,7 @@ def parallel_guided(model, prompt: torch.Tensor, reward, prompt_texts: list[str]
     """A parallel rule (Conf top-k, Fast-dLLM, KLASS, EB-Sampler, DAPD, ...) with cached guidance: one guidance
     computation per decoding step, shared by every token the step commits (G7b). Tokens are sampled at
     ``temperature`` (the rule's Gumbel-max proposal); one block of ``gen_length`` unless ``block_length``."""
+    check_generator(generator)
     check_rule(rule)
     guide = None if guidance is None else Guide(reward.bind(prompt_texts), guidance, prompt.shape[1],
                                                 model.special.mask_id, generator)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.decoding import check_logits
 from veridec.rules.llada import LLaDAParams, check_special, llada_step, transfer_schedule
@@ -26,6 +27,7 @@ def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = 
 
     Randomness comes from ``generator`` or, when None, torch's global RNG in the official order and shapes.
     """
+    check_generator(generator)
     params = LLaDAParams(steps, gen_length, block_length, temperature, cfg_scale, remasking, logits_eos_inf,
                          confidence_eos_eot_inf, tokens_per_step, ties)
     check_special(params, model.special)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.canvas import initial_canvas
 from veridec.decoding import (check_decode_args, check_logits, check_model_supports, check_progress, decode_params,
                               step_budget)
@@ -28,6 +29,7 @@ def decode(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = No
     block runs full forwards until it has no mask left; candidates are the masks before the block's end.
     ``guide(x, logits, counters) -> logits``, when given, steers every step's logits (cached reward guidance,
     spec/guidance.md G7b)."""
+    check_generator(generator)
     check_decode_args(gen_length, block_length, temperature, remasking, ties)
     check_model_supports(model, rule)
     mask_id = model.special.mask_id if mask_id is None else mask_id

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from veridec.checks import check_generator
 from veridec.decoding import check_llada_layout, check_logits
 from veridec.events import EventDecoded, step_events
 from veridec.rules.wino import (FIRST_LAST, WinoParams, check_block_bound, check_prompt,
@@ -24,6 +25,7 @@ def generate(model, prompt: torch.Tensor, gen_length: int = 128, block_length: i
              mask_id: int | None = None, threshold: float = 0.6, threshold_back: float = 0.9, *,
              ties: str = "lowest", generator: torch.Generator | None = None) -> EventDecoded:
     """Decode each row of ``prompt`` [R, P] as the official function decodes it alone (WN1)."""
+    check_generator(generator)
     params = WinoParams(gen_length, block_length, temperature, threshold, threshold_back, ties)
     check_llada_layout(model)
     check_prompt(prompt)

@@ -274,9 +274,9 @@ def check_law(sample: Callable[[int], list[tuple]], law: dict[tuple, float], alp
     seeds it), by default as many as detect a total variation ``delta`` in any test with probability 0.95."""
     check_probability("alpha", alpha)
     check_law_table(law)
+    if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 1):
+        raise ValueError(f"samples must be None (derived from alpha and delta) or an integer >= 1, got {samples!r}")
     n = law_samples(law, alpha, delta, samples)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"samples must be a positive integer, got {samples!r}")
     outputs = [tuple(output) for output in sample(n)]
     if len(outputs) != n:
         raise ValueError(f"sample({n}) returned {len(outputs)} outputs")
@@ -286,7 +286,7 @@ def check_law(sample: Callable[[int], list[tuple]], law: dict[tuple, float], alp
 def law_samples(law: dict, alpha: float, delta: float, samples: int | None) -> int:
     """ST6's N: ``samples`` when given, else what detects a TV of ``delta`` in each of the law's 2 x length
     tests at ``alpha`` over them, with probability 0.95."""
-    return samples or samples_for_power(delta, alpha / _tests(law), exact_law=True)
+    return samples if samples is not None else samples_for_power(delta, alpha / _tests(law), exact_law=True)
 
 
 def fit_outcome(case: dict, outputs: list[tuple], law: dict, alpha: float, finding: str,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_has_data
+
 
 def initial_canvas(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None, gen_length: int,
                    mask_id: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -38,6 +40,8 @@ def check_prompt(model, prompt, attention_mask, mask_id: int) -> None:
             or prompt.is_complex():
         kind = f"dtype {prompt.dtype}" if isinstance(prompt, torch.Tensor) else type(prompt).__name__
         raise ValueError(f"prompt must be an integer tensor of token ids (torch.long), got {kind}")
+    check_has_data("prompt", prompt)
+    check_has_data("attention_mask", attention_mask)
     if prompt.dim() != 2 or 0 in prompt.shape:
         raise ValueError(f"prompt must be [B, P] with B, P >= 1 (one prompt: prompt[None]), got shape "
                          f"{tuple(prompt.shape)}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import torch
+
 
 def is_integer(value) -> bool:
     """A Python integer, never a bool."""
@@ -15,6 +17,19 @@ def is_integer(value) -> bool:
 def is_finite_number(value) -> bool:
     """A finite real number: never NaN, an infinity or a bool."""
     return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def check_generator(generator, name: str = "generator") -> None:
+    """None or a ``torch.Generator`` (an int seed, a string or a numpy Generator is refused by name)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"{name} must be None or a torch.Generator (seed one with torch.Generator().manual_seed(s)), "
+                         f"got {type(generator).__name__}")
+
+
+def check_has_data(name: str, tensor) -> None:
+    """A tensor that holds values: one on the meta device (shapes only) is refused by name."""
+    if isinstance(tensor, torch.Tensor) and tensor.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it holds no values (create it on a real device)")
 
 
 def check_choice(name: str, value, allowed) -> None:

@@ -62,6 +62,9 @@ def compare_traces(a: Trace, b: Trace, canvas_a: torch.Tensor | None = None, can
                    numeric_error: float = 0.0) -> TraceComparison:
     """Hold trace ``b`` against trace ``a`` (the reference). Canvases give the token match rate. A reference with
     events is compared by events (``b`` must have them too); one without, by commit order."""
+    for name, trace in (("a", a), ("b", b)):
+        if not isinstance(trace, Trace):
+            raise ValueError(f"compare_traces: {name} must be a Trace (a decode's .trace), got {type(trace).__name__}")
     if a.batch_size != b.batch_size:
         raise ValueError(f"batch sizes differ: {a.batch_size} vs {b.batch_size}")
     if a.events is not None:  # the reference's commits are not final: its events are what it did

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..decoding import check_logits
-from ..checks import check_choice, check_range
+from ..checks import check_choice, check_flag, check_range
 from ..trace import record_step
 from .guide import guidance_vector
 from .sampling import sample_token, slot_confidence
@@ -38,6 +38,7 @@ class FastGuideParams:
         check_range("temperature", self.temperature, low=0, low_open=True)
         check_range("top_p", self.top_p, low=0, high=1, low_open=True)
         check_choice("order", self.order, ORDERS)
+        check_flag("greedy", self.greedy)
 
 
 ORDERS = ("confidence", "reverse-confidence", "left-to-right", "random")  # high->low, low->high, by slot, shuffled

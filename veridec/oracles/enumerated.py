@@ -23,6 +23,8 @@ class EnumeratedJoint(Oracle):
             raise ValueError(f"joint must have shape [V] * L, got {tuple(joint.shape)}")
         if joint.numel() > MAX_OUTCOMES:
             raise ValueError(f"joint has {joint.numel()} outcomes, more than {MAX_OUTCOMES}: use HMMOracle")
+        if not torch.isfinite(joint).all():
+            raise ValueError("joint must hold finite probabilities (it has NaN or infinite entries)")
         if (joint < 0).any() or abs(joint.sum().item() - 1) > 1e-9:
             raise ValueError("joint must be non-negative and sum to 1")
         super().__init__(num_symbols, length)
