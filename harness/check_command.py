@@ -98,6 +98,8 @@ def _output_arguments(chk) -> None:
     chk.add_argument("--case", default=None, help="run this one case (JSON, as a report prints it)")
     chk.add_argument("--json", type=Path, default=None, help="write the result as JSON")
     chk.add_argument("--out", type=Path, default=None, help="write check.md and check.json here")
+    chk.add_argument("--html", type=Path, default=None, metavar="FILE",
+                     help="write the report and its picture (the commit timeline of a failure) as one HTML file")
     chk.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -148,6 +150,12 @@ def _write_verdict(args, tier, baseline: dict | None, result) -> int:
     if tier.uses_baseline and args.baseline and baseline is None:
         write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
         print(f"baseline written to {args.baseline}")
+    if args.html:
+        try:
+            result.save_html(args.html)
+        except ValueError as err:  # the verdict is printed above; the page asked for could not be written
+            print(f"veridec: --{err}", file=sys.stderr)
+            return 2
     return 0 if result.passed else 1
 
 

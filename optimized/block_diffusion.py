@@ -101,6 +101,14 @@ class OfficialBlockLoop(BlockLoop):
 LOOPS = {"intended": BlockLoop(), "official": OfficialBlockLoop()}
 
 
+def block_loop(loop) -> BlockLoop:
+    """``loop`` as a hook: a name of ``LOOPS``, or a ``BlockLoop`` as given."""
+    if isinstance(loop, BlockLoop):
+        return loop
+    check_choice("loop", loop, LOOPS)
+    return LOOPS[loop]
+
+
 @torch.no_grad()
 def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = None, gen_length: int = 128,
                              block_length: int = 8, denoising_steps: int = 8, temperature: float = 1.0,
@@ -108,18 +116,18 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
                              remasking_strategy: str = "low_confidence_dynamic", confidence_threshold: float = 0.85,
                              eb_threshold: float | None = None, stopping_criteria_idx=None, *,
                              attention_mask: torch.Tensor | None = None, ties: str = "lowest",
-                             generator=None, loop: str = "intended", record_logits: bool = False,
+                             generator=None, loop: str | BlockLoop = "intended", record_logits: bool = False,
                              after_schedule: str = "commit", compile: bool | dict = False) -> Decoded:
     """Decode ``prompt`` [B, P] (left padding where ``attention_mask`` [B, P] is 0) as the reference decodes each
     row. Returns [B, W]: each row's own canvas (prompt, then its generation up to whole blocks) after its left
     padding as given, then ``mask_id`` up to the widest row; the trace's positions are in that layout.
-    ``loop``: a name of ``LOOPS``; ``"official"`` is the published code's behaviour, defects included (BD10: one
-    row, overwrites, its exceptions).
+    ``loop``: a name of ``LOOPS`` (``"official"`` is the published code's behaviour, defects included, BD10: one
+    row, overwrites, its exceptions), or a ``BlockLoop`` (another reading of the loop, e.g. a checker's).
     ``record_logits``: the trace keeps the logits at each committed position. ``after_schedule="leave"``: a block
     whose schedule is spent keeps its masks (LLaDA2.0's loop, BD12). ``compile``: True (or torch.compile options)
     runs the block calls compiled, one graph per shape (``veridec.optimized.compiled``); the loop is the same."""
-    check_choice("loop", loop, LOOPS)
-    LOOPS[loop].check(prompt, temperature, remasking_strategy)
+    hook = block_loop(loop)
+    hook.check(prompt, temperature, remasking_strategy)
     params = SDARParams(gen_length, block_length, denoising_steps, temperature, top_k, top_p, remasking_strategy,
                         confidence_threshold, eb_threshold, stopping_criteria_idx, ties, after_schedule)
     model = compiled(model, compile)
@@ -128,7 +136,7 @@ def block_diffusion_generate(model, prompt: torch.Tensor, mask_id: int | None = 
     layout = row_layout(prompt, attention_mask, params, model.max_length)
     x = layout_canvas(layout, mask_id, prompt.device)  # [B, T]
     trace = Trace("block-diffusion-cached", {**params.__dict__, "mask_id": mask_id}, prompt.shape[1], x.shape[0])
-    run = Run(model, params, layout, x, mask_id, trace, generators, LOOPS[loop], record_logits)
+    run = Run(model, params, layout, x, mask_id, trace, generators, hook, record_logits)
     return run.decode(prompt)
 
 

@@ -217,7 +217,8 @@ def _judge(result: CheckResult, mode: Tier, baseline: dict | None, setup: CheckS
     if setup.agreement is not None and result.metrics.get("agreement_failures"):
         result.passed = False
     if knobs and not mode.sampled:
-        _judge_knobs(result, knob_findings(setup, strategy, names, seed, exact=mode.shrinks))
+        # a changed case that diverges is a finding of its own only where the drawn cases found none
+        _judge_knobs(result, knob_findings(setup, strategy, names, seed, exact=mode.shrinks and result.passed))
 
 
 def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: str, max_batch: int,

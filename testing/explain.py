@@ -33,7 +33,10 @@ def explanation(setup: CheckSetup, outcome) -> list[str]:
     if divergence is None or outcome.target.trace is None:
         return []
     lines = decision_lines(outcome.target, outcome.candidate, divergence.step, divergence.row)
-    for reading in (tie_reading(setup.ties), *setup.goal.family.readings):
+    family = setup.goal.family
+    if family.details is not None:
+        lines += family.details(setup, outcome)
+    for reading in (tie_reading(setup.ties), *family.readings):
         if reading.applies(outcome.case["settings"]) and follows(setup, outcome, reading):
             lines.append(f"the candidate follows {reading.name} ({reading.clause}), not {reading.instead}: its "
                          "decode equals the target's read that way")

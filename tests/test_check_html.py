@@ -101,3 +101,19 @@ def test_a_read_only_folder_is_refused(tier_e_failure, tmp_path):
 
 def test_png_bytes_are_a_png(tier_e_failure):
     assert png(tier_e_failure.figure()).startswith(PNG_MAGIC)
+
+
+def test_the_command_writes_the_page_and_refuses_a_folder_after_its_verdict(tmp_path, capsys):
+    """``veridec check --html FILE``: the page written (exit 1 for the failing candidate); a folder or a device is
+    refused in one line after the verdict is printed (exit 2)."""
+    from veridec.harness.cli import main
+
+    words = ["check", f"{EXAMPLES / 'fastdllm_dual_broken.py'}:one_too_many", "--against", "fastdllm", "--cache",
+             "dual", "--model", "tiny-llada", "--trials", "40", "--no-knobs", "--quiet"]
+    assert main([*words, "--html", str(tmp_path / "check.html")]) == 1
+    assert _self_contained((tmp_path / "check.html").read_text()).startswith(PNG_MAGIC)
+    capsys.readouterr()
+    for where in (tmp_path, Path("/dev/null")):
+        assert main([*words, "--html", str(where)]) == 2
+        out, err = capsys.readouterr()
+        assert "# veridec check: FAIL" in out and err.strip().startswith("veridec: --html: ")

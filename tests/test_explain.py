@@ -76,3 +76,17 @@ def test_the_other_tie_order_is_named():
     lines = result.failure.explanation
     assert any("follows torch.topk's order among equal scores (--ties torch)" in line for line in lines)
     assert check_decoder(topk_one_per_step, "llada", model=model, case=case, ties="torch").passed
+
+
+def test_the_published_entropy_score_is_named_with_both_sides_scores():
+    """BD6.4 vs BD7.2: a from-scratch SDAR sampler whose entropy_bounded follows the published score (repaired)
+    fails against BD6.4; the report gives the masked positions' entropies the target ranked, the published score
+    the candidate used, and names the reading; remasking_strategy is not reported as a knob without effect (the
+    strategy moves the candidate on other cases: one shrunk case where two strategies agree is no verdict)."""
+    result, lines = _explained("sdar_sampler_variants.py:published_entropy_score", against="sdar", model="tiny-sdar",
+                               max_batch=1, padding=False, max_examples=10)
+    assert result.failure.case["settings"]["remasking_strategy"] == "entropy_bounded"
+    assert any(line.startswith("BD6.4, the target's rule: the masked positions' entropies") for line in lines)
+    assert any(line.startswith("BD7.2, the published score: E = ") for line in lines)
+    assert any("follows the published entropy score" in line and "(BD7.2)" in line for line in lines)
+    assert result.knobs["remasking_strategy"] == "effective" and not result.knob_failures

@@ -64,7 +64,8 @@ class Family:
     ``knobs`` maps each knob searched (spec EC7), in the order the report lists them, to the variants of a case's
     settings with another value of it (the rest kept valid). ``infill``: prompts may hold a mask, decoded with the
     first block (SQ1.2). ``readings``: documented alternative readings of its rules, which a failure's report
-    names where the candidate follows one (``testing.explain``; the other tie order is every family's)."""
+    names where the candidate follows one (``testing.explain``; the other tie order is every family's);
+    ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence."""
 
     name: str
     settings: Callable
@@ -72,6 +73,7 @@ class Family:
     resolve: Callable = resolve_first_forward
     infill: bool = False
     readings: tuple = ()
+    details: Callable | None = None
 
 
 def ordinary_tokens(model) -> list[int]:

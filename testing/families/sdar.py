@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 
 from veridec.canvas import whole_blocks
 from veridec.optimized import block_diffusion
+from veridec.optimized.block_diffusion import BlockLoop
+from veridec.rules.common import entropy
 from veridec.trace import Decoded, StepRecord
 
 from ..official import Official, OfficialDefect, defect
-from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, Family, choices, divisor_block_lengths, kept
+from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, Family, Reading, choices, divisor_block_lengths, kept
 
 SDAR_SETTINGS = ("gen_length", "block_length", "denoising_steps", "temperature", "top_k", "top_p", "remasking_strategy",
                  "confidence_threshold", "eb_threshold", "stopping_criteria_idx")
@@ -70,13 +72,87 @@ def minimal_topks(settings: dict) -> list[dict]:
             if variant["minimal_topk"] <= settings["gen_length"]]
 
 
+# ------------------------------------------------------------------------- entropy_bounded, the published reading
+class PublishedEntropyLoop(BlockLoop):
+    """BD7.2's score repaired: JetAstra's ``entropy_bounded`` scores every masked position by one number per row,
+    E = -sum q log q over the block's drawn tokens' probabilities q (clamped at 1e-12), and commits the first k
+    masks in position order, k = max(1, min(searchsorted(cumsum of E over the masks, eb_threshold), masks)); the
+    rest of the loop is veridec's (BD6)."""
+
+    def select(self, params, masked, x0_p, probs, step):
+        if params.remasking_strategy != "entropy_bounded" or step >= params.denoising_steps:
+            return super().select(params, masked, x0_p, probs, step)
+        return published_entropy_selection(params.eb_threshold, masked, x0_p)
+
+
+def published_entropy_score(x0_p: torch.Tensor) -> torch.Tensor:
+    """BD7.2: -sum q log q of the drawn tokens' probabilities ``x0_p`` [b] over the whole block (in their dtype)."""
+    q = x0_p.clamp_min(1e-12)
+    return -(q * q.log()).sum()
+
+
+def published_entropy_selection(bound: float, masked: torch.Tensor, x0_p: torch.Tensor) -> torch.Tensor:
+    """The masks [b] (bool) the published score commits: the first k in position order (module docstring)."""
+    positions = masked.nonzero()[:, 0]  # [m]
+    cumulative = torch.cumsum(published_entropy_score(x0_p).expand(len(positions)), dim=0)  # [m]
+    k = int(torch.searchsorted(cumulative, torch.tensor(bound, dtype=cumulative.dtype), right=False))
+    return torch.zeros_like(masked).index_fill(0, positions[:max(1, min(k, len(positions)))], True)
+
+
+class CapturingLoop(BlockLoop):
+    """veridec's loop, keeping each selection's inputs (masked [b], x0_p [b], probs [b, V], step) in call order."""
+
+    def __init__(self):
+        self.selections = []
+
+    def select(self, params, masked, x0_p, probs, step):
+        self.selections.append((masked.clone(), x0_p.clone(), probs.clone(), step))
+        return super().select(params, masked, x0_p, probs, step)
+
+
+def entropy_details(setup, outcome) -> list[str]:
+    """At an ``entropy_bounded`` case's first divergence (one row): BD6.4's entropies of the masked positions and
+    what they commit, and the published score of BD7.2 and what it would commit, from a rerun of the target
+    that keeps its selections' inputs."""
+    case, divergence = outcome.case, outcome.divergence
+    settings = {**case["settings"]}
+    if settings.get("remasking_strategy") != "entropy_bounded" or len(case["prompt"]) != 1:
+        return []
+    capture = CapturingLoop()
+    prompt = torch.tensor(case["prompt"], dtype=torch.long, device=setup.model.device)
+    torch.manual_seed(case["seed"])
+    block_diffusion.generate(setup.model, prompt, None, ties=setup.ties, loop=capture,
+                             **{k: v for k, v in settings.items() if k in SDAR_SETTINGS})
+    index = sum(step.block >= 0 for step in outcome.target.trace.steps[:divergence.step])  # the denoising call
+    if index >= len(capture.selections):
+        return []
+    masked, x0_p, probs, _ = capture.selections[index]
+    start = divergence.position - divergence.position % settings["block_length"]
+    positions = masked.nonzero()[:, 0].tolist()
+    entropies = entropy(probs.double())
+    ours = sorted(positions, key=lambda p: (float(entropies[p]), p))
+    published = published_entropy_selection(settings["eb_threshold"], masked, x0_p).nonzero()[:, 0].tolist()
+    shown = ", ".join(f"{start + p}: {float(entropies[p]):.6g}" for p in ours)
+    return [f"BD6.4, the target's rule: the masked positions' entropies of their filtered laws, in increasing order "
+            f"({shown}), committed while their running sum stays under eb_threshold {settings['eb_threshold']:g}",
+            f"BD7.2, the published score: E = {float(published_entropy_score(x0_p)):.6g} at every masked position "
+            f"(-sum q log q of the block's drawn tokens' probabilities), which commits "
+            f"{', '.join(str(start + p) for p in published)}"]
+
+
+PUBLISHED_ENTROPY = Reading("the published entropy score of entropy_bounded, repaired (one number per row)", "BD7.2",
+                            "BD6.4's entropy of each masked position's filtered law",
+                            settings={"loop": PublishedEntropyLoop()},
+                            applies=lambda settings: settings.get("remasking_strategy") == "entropy_bounded")
+
 SDAR = Family("sdar", lambda names, model, defaults, sampled: sdar_settings(names, model.special.eos_id, sampled),
               knobs={"denoising_steps": choices("denoising_steps", (1, 2, 4, 8)), "top_k": choices("top_k", KNOB_TOP_K),
                      "top_p": choices("top_p", KNOB_TOP_P),
                      "remasking_strategy": choices("remasking_strategy", STRATEGIES),
                      "confidence_threshold": choices("confidence_threshold", CONFIDENCE_THRESHOLDS),
                      "eb_threshold": eb_thresholds, "temperature": choices("temperature", KNOB_TEMPERATURES),
-                     "block_length": divisor_block_lengths})
+                     "block_length": divisor_block_lengths},
+              readings=(PUBLISHED_ENTROPY,), details=entropy_details)
 LLADA2 = Family("llada2", lambda names, model, defaults, sampled: llada2_settings(names, model.special.eos_id,
                                                                                    sampled),
                 knobs={"threshold": choices("threshold", (0.95, 0.5, 0.2)), "top_k": choices("top_k", (None, 3)),
