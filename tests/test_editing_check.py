@@ -142,3 +142,20 @@ def test_an_editing_threshold_at_the_rth_confidence_is_met_by_a_second_step_edit
     assert second[rank] == settings["editing_threshold"]
     kept = [e for e in generate(model, torch.tensor([[5, 6]]), **settings).events if e.step == 1 and e.kind == "edit"]
     assert len(kept) == rank
+
+
+@pytest.mark.parametrize("against", ["editing", "wino", "llada2"])
+def test_a_one_row_target_draws_one_row_cases_only(against):
+    """ED1, WN1, BD12.1: the official functions take one row, so their targets never draw a batch (a batch would
+    only be refused, and every case of it left unchecked)."""
+    from hypothesis import HealthCheck, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    from veridec.testing.strategies import cases
+    from veridec.testing.targets import target
+
+    goal = target(against)
+    strategy = cases(load_check_model("tiny-llada"), goal, set(goal.settings), {}, max_batch=3)
+    with pytest.raises(NoSuchExample):
+        find(strategy, lambda case: len(case["prompt"]) > 1,
+             settings=settings(max_examples=200, database=None, suppress_health_check=list(HealthCheck)))
