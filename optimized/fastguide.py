@@ -12,11 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from veridec.checks import check_generator
-from veridec.canvas import initial_canvas
-from veridec.guidance.fastguide import FastGuideParams, hybrid_step
+from veridec.guidance.fastguide import FastGuideParams, hybrid_step, start
 from veridec.guidance.guide import GuidanceParams
-from veridec.trace import Decoded, Trace
+from veridec.trace import Decoded
 
 
 class SparseRecompute:
@@ -64,12 +62,9 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              measure_tv: bool = False, stats: dict | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] with FastGuide, sparse recomputation (window radius ``params.window``); batches
     of trajectories share each call. ``stats`` receives "tv_mean" and "tv_max" when ``measure_tv``."""
-    check_generator(generator)
-    mask_id = model.special.mask_id
-    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    batch, prompt_len = prompt.shape
-    bound = reward.bind(prompt_texts)
-    trace = Trace("fastguide-sparse", {**params.__dict__, "guidance": guidance.__dict__}, prompt_len, batch)
+    x, attention_mask, bound, trace = start("fastguide-sparse", model, prompt, reward, prompt_texts, attention_mask,
+                                           gen_length, params, guidance, generator)
+    mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
     recomputer = SparseRecompute(model, attention_mask, prompt_len, params.window, trace.counters, measure_tv)
     while (x[:, prompt_len:] == mask_id).any():
         x = hybrid_step(x, prompt_len, recomputer, bound, params, guidance, mask_id, trace, generator)

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from veridec.checks import check_generator
-from veridec.canvas import initial_canvas
-from veridec.guidance.fastguide import FastGuideParams, hybrid_step
+from veridec.guidance.fastguide import FastGuideParams, hybrid_step, start
 from veridec.guidance.guide import GuidanceParams
-from veridec.trace import Decoded, Trace
+from veridec.trace import Decoded
 
 
 class ExactRecompute:
@@ -32,12 +30,9 @@ def generate(model, prompt: torch.Tensor, reward, prompt_texts: list[str], atten
              gen_length: int = 128, params: FastGuideParams = FastGuideParams(),
              guidance: GuidanceParams = GuidanceParams(), generator: torch.Generator | None = None) -> Decoded:
     """Decode ``prompt`` [B, P] with FastGuide, exact recomputation; one trace step per hybrid step."""
-    check_generator(generator)
-    mask_id = model.special.mask_id
-    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, mask_id)
-    batch, prompt_len = prompt.shape
-    bound = reward.bind(prompt_texts)
-    trace = Trace("fastguide-exact", {**params.__dict__, "guidance": guidance.__dict__}, prompt_len, batch)
+    x, attention_mask, bound, trace = start("fastguide-exact", model, prompt, reward, prompt_texts, attention_mask,
+                                           gen_length, params, guidance, generator)
+    mask_id, prompt_len = model.special.mask_id, prompt.shape[1]
     recomputer = ExactRecompute(model, attention_mask, prompt_len, trace.counters)
     while (x[:, prompt_len:] == mask_id).any():
         x = hybrid_step(x, prompt_len, recomputer, bound, params, guidance, mask_id, trace, generator)

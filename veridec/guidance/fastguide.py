@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..canvas import initial_canvas
+from ..checks import check_choice, check_flag, check_generator, check_range
 from ..decoding import check_logits
-from ..checks import check_choice, check_flag, check_range
-from ..trace import record_step
+from ..trace import Trace, record_step
 from .guide import guidance_vector
 from .sampling import sample_token, slot_confidence
 
@@ -61,6 +62,16 @@ def candidates(guided: torch.Tensor, masked: torch.Tensor, k: int, mask_id: int,
         return [[row[i] for i in torch.randperm(len(row), generator=generator, device=device).tolist()]
                 for row in chosen]
     return chosen
+
+
+def start(name: str, model, prompt: torch.Tensor, reward, prompt_texts: list[str], attention_mask, gen_length: int,
+          params: FastGuideParams, guidance, generator):
+    """What both FastGuide decoders begin with (``name``: the trace's): the arguments checked, the canvas [B, L]
+    and its attention mask, the reward bound to the prompts, the trace."""
+    check_generator(generator)
+    x, attention_mask = initial_canvas(model, prompt, attention_mask, gen_length, model.special.mask_id)
+    trace = Trace(name, {**params.__dict__, "guidance": guidance.__dict__}, prompt.shape[1], prompt.shape[0])
+    return x, attention_mask, reward.bind(prompt_texts), trace
 
 
 def hybrid_step(x: torch.Tensor, prompt_len: int, recomputer, reward, params: FastGuideParams, guidance,
