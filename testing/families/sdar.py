@@ -95,7 +95,8 @@ def published_entropy_selection(bound: float, masked: torch.Tensor, x0_p: torch.
     """The masks [b] (bool) the published score commits: the first k in position order (module docstring)."""
     positions = masked.nonzero()[:, 0]  # [m]
     cumulative = torch.cumsum(published_entropy_score(x0_p).expand(len(positions)), dim=0)  # [m]
-    k = int(torch.searchsorted(cumulative, torch.tensor(bound, dtype=cumulative.dtype, device=cumulative.device), right=False))
+    bound_tensor = torch.tensor(bound, dtype=cumulative.dtype, device=cumulative.device)  # []
+    k = int(torch.searchsorted(cumulative, bound_tensor, right=False))
     return torch.zeros_like(masked).index_fill(0, positions[:max(1, min(k, len(positions)))], True)
 
 
