@@ -90,3 +90,23 @@ def test_the_published_entropy_score_is_named_with_both_sides_scores():
     assert any(line.startswith("BD7.2, the published score: E = ") for line in lines)
     assert any("follows the published entropy score" in line and "(BD7.2)" in line for line in lines)
     assert result.knobs["remasking_strategy"] == "effective" and not result.knob_failures
+
+
+def test_each_sides_line_lists_its_own_commits_at_the_divergence():
+    """Each decision line reads its own side: at the first divergence of the tie case, the target's line names
+    the lowest masked position (SQ0.4) and the candidate's the position torch.topk took, found here by replaying
+    the candidate's own first steps on the canvas (the two lines differ where the sides differ)."""
+    case = {"prompt": [[0]], "attention_mask": None, "seed": 0,
+            "settings": {"gen_length": 4, "block_length": 4, "steps": 4, "temperature": 0.0}}
+    model = SameEverywhere(3, 8)
+    result = check_decoder(topk_one_per_step, "llada", model=model, case=case)
+    step, lines = result.failure.divergence.step, result.failure.explanation
+    canvas = torch.tensor([[0, 8, 8, 8, 8]])
+    for _ in range(step + 1):  # the candidate's commits up to the divergent step, by its own rule
+        confidence = torch.full((1, 5), 0.5).masked_fill(canvas != 8, -1.0)  # [1, L]
+        taken = int(confidence.topk(1, dim=1).indices[0, 0])
+        lowest = int((canvas[0] == 8).nonzero()[0, 0])
+        canvas[0, taken] = 0
+    assert taken != lowest  # the tie order is what makes the sides differ at this step
+    assert lines[0].startswith(f"target at step {step}, row 0: committed {lowest} (token 0,")
+    assert lines[1] == f"candidate at step {step}, row 0: committed {taken} (token 0)"
