@@ -234,3 +234,21 @@ def test_every_block_diffusion_knob_has_other_values():
     for name in ("denoising_steps", "top_k", "top_p", "remasking_strategy", "confidence_threshold", "eb_threshold"):
         others = alternatives(name, settings, sdar)
         assert name in sdar.knobs and others and settings[name] not in others, name
+
+
+def test_block_logit_errors_leave_out_left_padded_rows():
+    """BD9: a left-padded row's canvas layout is its decoder's own, so its block calls are not held against a
+    forward of the canvas. Row 0's recorded logits are moved by 1 (as a decoder's own layout would move them):
+    with row 0 padded the error stays at rounding; with the same row unpadded (the negative control) it is 1."""
+    model = load_check_model("tiny-sdar")
+    recording = RecordingModel(model, keep_logits=True)
+    prompt = torch.tensor([[model.special.pad_id, 5, 6, 7], [3, 4, 5, 6]])  # [2, 4]
+    canvas = candidate("generate")(adapt(recording, "hf-block"), prompt, model.special.mask_id, gen_length=4,
+                                   block_length=4, denoising_steps=2, temperature=0.0)  # [2, 8]
+    for call in recording.calls:
+        if call.kind == "block" and call.logits is not None:
+            call.logits[0] += 1.0
+    padded = recording.block_logit_errors(canvas, 4, torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    unpadded = recording.block_logit_errors(canvas, 4, torch.ones(2, 4, dtype=torch.long))
+    assert padded and max(padded) <= measured_block_rounding(model), padded
+    assert unpadded and abs(max(unpadded) - 1.0) < 1e-3, unpadded
