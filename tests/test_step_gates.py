@@ -37,6 +37,10 @@ def test_host_syncs_per_cached_step_stay_under_the_ceiling(models, cache):
     found = costs(models, cache)
     assert found["cached_steps"] >= 8 and found["blocks"] == 2  # the gate sees many cached steps
     assert found["syncs_per_cached_step"] <= CEILING[cache]["syncs_per_cached_step"], found["syncs_by_phase"]
+    # between steps, the loop reads one flag pair per step (a mask left, a non-finite logit), and nothing else
+    assert found["termination_reads_per_cached_step"] <= CEILING[cache]["termination_reads_per_cached_step"]
+    assert set(found["syncs_by_phase"].get(step_gates.TERMINATION, {})) <= {"Tensor.tolist"}
+    assert found["syncs_by_phase"].get(step_gates.BLOCK_END, {}) in ({}, {"Tensor.tolist": found["blocks"]})
 
 
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
@@ -61,6 +65,7 @@ def test_a_sync_planted_in_the_step_fails_the_gate(models, monkeypatch, planted)
     monkeypatch.setattr(parallel, "parallel_step", with_read)
     planted_costs = costs(models)
     assert planted_costs["syncs_per_cached_step"] == pytest.approx(clean["syncs_per_cached_step"] + 1)
+    assert planted_costs["termination_reads_per_cached_step"] == clean["termination_reads_per_cached_step"]
     assert planted_costs["syncs_per_cached_step"] > CEILING["dual"]["syncs_per_cached_step"]
 
 
@@ -108,3 +113,46 @@ def _meta_cache(model, batch, length):
     values = [torch.empty(shape, dtype=model.dtype, device="meta") for _ in model.layers]
     return keys, values, torch.ones(batch, length, dtype=torch.bool, device="meta"), torch.zeros(
         batch, dtype=torch.long, device="meta")
+
+
+AOT_EAGER = {"backend": "aot_eager"}
+
+
+def test_the_whole_cached_step_is_one_graph_and_decodes_as_eager(models, monkeypatch):
+    """The compiled decode captures each cached step, model and rule, as one ``fullgraph=True`` graph
+    (``whole_step``; on a GPU one CUDA graph per shape with reduce-overhead): no graph break, one graph for every
+    cached step of the decode (the refresh is the other), and the same canvas, trace and counters as eager."""
+    from veridec.optimized.fastdllm import generate_with_dual_cache
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    eager = generate_with_dual_cache(models[2], PROMPT, **step_gates.SETTINGS)
+    steps = []
+    real = parallel.graph_step
+    monkeypatch.setattr(parallel, "graph_step", lambda *args: steps.append(1) or real(*args))
+    compiled = generate_with_dual_cache(models[2], PROMPT, compile=AOT_EAGER, **step_gates.SETTINGS)
+    assert torch.equal(compiled.canvas, eager.canvas) and compiled.trace.to_dict() == eager.trace.to_dict()
+    stats = torch._dynamo.utils.counters
+    assert not stats["graph_break"] and stats["stats"]["unique_graphs"] == 2, (stats["graph_break"], stats["stats"])
+    cached = eager.trace.counters.model_calls - eager.trace.counters.full_forwards
+    assert len(steps) == cached >= 8  # every cached step went through the captured graph
+
+
+def test_a_sync_planted_in_the_rule_breaks_the_whole_step_graph(models, monkeypatch):
+    """Negative control: a host decision on an ``.item()`` inside the rule cannot be captured, which
+    ``fullgraph=True`` refuses (a graph break, or a guard on data)."""
+    torch._dynamo.reset()
+    real = parallel.parallel_step
+
+    def with_item(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if result.x.sum().item() < 0:  # never true: the host decision alone breaks the graph
+            raise AssertionError
+        return result
+
+    from veridec.optimized.fastdllm import generate_with_dual_cache
+
+    monkeypatch.setattr(parallel, "parallel_step", with_item)
+    with pytest.raises((torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError), match="item|data-dependent"):
+        generate_with_dual_cache(models[2], PROMPT, compile=AOT_EAGER, **step_gates.SETTINGS)
+    torch._dynamo.reset()

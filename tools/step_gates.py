@@ -12,8 +12,11 @@ one launch; a host synchronisation is an operator whose result the host must wai
 ``unique``, ``torch.equal``, ``repeat_interleave`` by a tensor: output shapes read from the data) or a copy to the
 host (``.tolist()``, ``.cpu()``, ``.numpy()``, which dispatch nothing on the CPU and are counted by patching).
 A decode is split into phases: a block's refresh (its full forward and first step), its cached steps (from the
-end of the first step to the end of the block, the loop's termination test included) and what runs once per
-block or decode (``BLOCK_END``: the trace read back). Per cached step = the cached phase's count / cached steps.
+end of the first step to the end of the block: the cached forwards and the rule's steps), the loop's termination
+test between steps (``TERMINATION``: ``veridec.optimized.parallel.continues``, one read of the block's "a mask is
+left" and "a logit was not finite" flags) and what runs once per block (``BLOCK_END``: the trace read back).
+Per cached step = the phase's count / cached steps; operators per cached step count the steps' and the
+termination tests' (before issue 47 the test ran inside the cached phase, and counted there).
 
 Operators do not depend on the widths (hidden size, heads, vocabulary), only on the structure: LLaDA-8B's (as
 many K/V heads as query heads, no biases, an untied head, no q/k norms) at 1 and 2 layers gives the per-layer
@@ -40,6 +43,7 @@ SYNC_OPERATORS = {"aten._local_scalar_dense", "aten.nonzero", "aten.masked_selec
                   "aten.unique_consecutive", "aten.equal", "aten.allclose", "aten.is_nonzero"}
 HOST_COPIES = ("tolist", "cpu", "numpy")  # tensor methods that copy to the host and dispatch nothing on the CPU
 BLOCK_END = "block end"
+TERMINATION = "termination"
 
 
 def is_sync(name: str, args) -> bool:
@@ -133,9 +137,10 @@ class Phases:
             self.cached_steps += 1
 
         self._wrap("cached_forward", count_step, lambda args, previous: None)
-        if hasattr(self.module, "flush_block"):
-            self._wrap("flush_block", lambda args, previous: setattr(costs, "phase", BLOCK_END),
-                       lambda args, previous: setattr(costs, "phase", previous))
+        for name, phase in (("flush_block", BLOCK_END), ("continues", TERMINATION)):
+            if hasattr(self.module, name):
+                self._wrap(name, lambda args, previous, _phase=phase: setattr(costs, "phase", _phase),
+                           lambda args, previous: setattr(costs, "phase", previous))
         return self
 
     def __exit__(self, *exc):
@@ -152,9 +157,11 @@ def decode_costs(model, prompt: torch.Tensor, cache: str = "dual", compile=False
     with Phases(costs) as phases, costs:
         decoded = run(model, prompt, compile=compile, **settings)
     steps = max(phases.cached_steps, 1)
+    ops = costs.total("ops", "cached") + costs.total("ops", TERMINATION)
     return {"cached_steps": phases.cached_steps, "blocks": phases.blocks,
-            "ops_per_cached_step": round(costs.total("ops", "cached") / steps, 2),
+            "ops_per_cached_step": round(ops / steps, 2),
             "syncs_per_cached_step": round(costs.total("syncs", "cached") / steps, 3),
+            "termination_reads_per_cached_step": round(costs.total("syncs", TERMINATION) / steps, 3),
             "syncs_by_phase": {phase: dict(counter) for phase, counter in costs.syncs.items()},
             "ops_cached_by_operator": dict(sorted(costs.ops.get("cached", Counter()).items())),
             "canvas": decoded.canvas, "trace": decoded.trace}
@@ -165,6 +172,7 @@ def syncs_per_cached_step(model, prompt: torch.Tensor, **settings) -> dict:
     found = decode_costs(model, prompt, steps=settings["gen_length"], **settings)
     inside = found["syncs_by_phase"].get("cached", {})
     return {"inside_block_per_cached_step": found["syncs_per_cached_step"], "inside_block_by_kind": inside,
+            "termination_reads_per_cached_step": found["termination_reads_per_cached_step"],
             "per_block": {phase: count for phase, count in found["syncs_by_phase"].items() if phase != "cached"},
             "cached_steps": found["cached_steps"], "blocks": found["blocks"]}
 
@@ -191,6 +199,7 @@ def per_step(cache: str = "dual") -> dict:
     return {"cache": cache, "ops_per_cached_step": {"1_layer": one, "2_layers": two, "per_layer": round(two - one, 2),
                                                     f"{FULL_LAYERS}_layers": full},
             "syncs_per_cached_step": found[2]["syncs_per_cached_step"],
+            "termination_reads_per_cached_step": found[2]["termination_reads_per_cached_step"],
             "syncs_by_phase": found[2]["syncs_by_phase"], "cached_steps": found[2]["cached_steps"],
             "blocks": found[2]["blocks"], "ops_cached_by_operator_2_layers": found[2]["ops_cached_by_operator"]}
 
