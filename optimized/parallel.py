@@ -57,8 +57,8 @@ class Window(NamedTuple):
     ``rows[j]`` of the forward, which is key ``cols[j]`` of the attention (DAPD reads attention there)."""
 
     start: int
-    rows: torch.Tensor  # [W] or [B, W]
-    cols: torch.Tensor  # [W] or [B, W]
+    rows: torch.Tensor | None  # [W] or [B, W] (None where no rule reads attention)
+    cols: torch.Tensor | None  # [W] or [B, W]
 
 
 @dataclass
@@ -163,9 +163,8 @@ def decode_block(run: Run, x: torch.Tensor, block: Block) -> torch.Tensor:
 def continues(run: Run, x: torch.Tensor, block: Block, step: int) -> bool:
     """The loop's one host read per step: whether the block still has a mask, and whether the step just taken met
     a NaN probability at a candidate (then refused: ``check_logits`` names the step, row, position, token)."""
-    flags = masks_in(x, block, run.mask_id).any()[None]  # [1]
-    if run.last_step is not None:
-        flags = torch.cat([flags, run.last_step[0][None]])  # [2]
+    left = masks_in(x, block, run.mask_id).any()
+    flags = left[None] if run.last_step is None else torch.stack([left, run.last_step[0]])  # [1] or [2]
     live, *bad = flags.tolist()
     if bad and bad[0]:
         _, logits, candidates, offset = run.last_step
@@ -223,6 +222,8 @@ def cached_forward(run: Run, x: torch.Tensor, block: Block, kv):
     run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
     logits = out.logits[:, :end - block.start]  # [B, W, V]: query j scores token j + shift
     run.hook.after_cached_forward(logits, run.sampling["temperature"], run.sampling["generator"])
+    if not run.needs_attention:  # only DAPD reads where the window's queries and keys sit
+        return logits, out.attentions, Window(block.start, None, None)
     rows = torch.arange(logits.shape[1], device=x.device)
     return logits, out.attentions, Window(block.start, rows, rows + block.start - shift)
 
@@ -291,13 +292,14 @@ def rule_step(constants: StepConstants, tokens: torch.Tensor, block_tokens: torc
     -> (the ``StepResult``, candidates [B, W]). Device work only when ``on_device`` (the order a
     ``RankedSelection``)."""
     start, end = constants.cut
-    live = (block_tokens == constants.mask_id).any(dim=1, keepdim=True)  # [B, 1] rows still decoding the block
-    columns = torch.arange(start, end, device=tokens.device) < constants.stop  # [W]
-    candidates = (tokens == constants.mask_id) & columns[None] & live  # [B, W]
+    masked = block_tokens == constants.mask_id  # [B, b]
+    candidates = (tokens == constants.mask_id) & masked.any(dim=1, keepdim=True)  # [B, W] in rows still decoding
+    if end > constants.stop:  # a window past the block's end (a whole-window step): its columns there are no candidates
+        candidates = candidates & (torch.arange(start, end, device=tokens.device) < constants.stop)[None]
     result = parallel_step(constants.rule, logits, tokens, candidates, temperature=constants.temperature,
                            remasking=constants.remasking, ties=constants.ties, generator=generator,
                            offset=constants.offset, block_step=step, block_masks_at_start=at_start,
-                           block_masks=(block_tokens == constants.mask_id).sum(dim=1),
+                           block_masks=masked.sum(dim=1),
                            block_length=constants.block_length, dependency=dependency, state=state,
                            on_device=on_device)
     return result, candidates
@@ -323,11 +325,12 @@ def graph_step(run: Run, x: torch.Tensor, block: Block, step: int, at_start: tor
     constants = StepConstants.of(run, cut, stop, 0)  # the graph's key: offset 0 (read only by KLASS, never captured)
     fed = x[:, block.start - shift:end]  # [B, W + shift]
     positions = torch.arange(block.start - shift, end, device=x.device).expand(x.shape[0], -1)  # [B, W + shift]
-    narrow = run.narrow_logits and fed.shape[1] > block.end - block.start
+    narrow = run.narrow_logits and fed.shape[1] > block.end - block.start  # as ``cached_forward``
+    rows = block.end - block.start if narrow else end - block.start  # the queries whose logits the step gets
     view = KVCache(kv.keys, kv.values, kv.key_mask, kv.rope_offset, writes=0, padded=kv.padded)
     graph = run.model.step_graph(whole_step)
-    new, values, bad, logits, candidates = graph(run.model.model, constants, (shift, end - block.start, narrow),
-                                                 fed, positions, view, at_start)
+    new, values, bad, logits, candidates = graph(run.model.model, constants, (shift, rows, narrow), fed, positions,
+                                                 view, at_start)
     kv.writes += fed.numel()
     run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)
     run.last_step = (bad, logits, candidates, offset)
@@ -341,7 +344,7 @@ def whole_step(model, constants: StepConstants, geometry: tuple[int, int, bool],
     """The cached step a graph captures: the model's cached forward over ``fed`` [B, W + shift] at ``positions``,
     then the rule on the columns read -> (their new tokens, the step's record, the non-finite flag, the columns'
     logits, the candidates). No host read."""
-    shift, width, narrow = geometry
+    shift, width, narrow = geometry  # width: the queries whose logits the step gets (narrowed: the block's)
     rows = torch.arange(width, device=fed.device) if narrow else None
     logits = model.forward_cached(fed, positions, cache, check=False, logit_rows=rows).logits[:, :width]  # [B, W, V]
     start, end = constants.cut

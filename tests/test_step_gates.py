@@ -140,8 +140,8 @@ def test_the_whole_cached_step_is_one_graph_and_decodes_as_eager(models, monkeyp
 
 def test_a_sync_planted_in_the_rule_breaks_the_whole_step_graph(models, monkeypatch):
     """Negative control: a host decision on an ``.item()`` inside the rule cannot be captured, which
-    ``fullgraph=True`` refuses (a graph break, or a guard on data)."""
-    torch._dynamo.reset()
+    ``fullgraph=True`` refuses (a graph break, or a guard on data). The patched function fails the captured
+    step's guards, so the step is traced anew."""
     real = parallel.parallel_step
 
     def with_item(*args, **kwargs):
@@ -155,4 +155,20 @@ def test_a_sync_planted_in_the_rule_breaks_the_whole_step_graph(models, monkeypa
     monkeypatch.setattr(parallel, "parallel_step", with_item)
     with pytest.raises((torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError), match="item|data-dependent"):
         generate_with_dual_cache(models[2], PROMPT, compile=AOT_EAGER, **step_gates.SETTINGS)
-    torch._dynamo.reset()
+
+
+def test_the_whole_step_graph_holds_a_shifted_prefix_window():
+    """Dream's logit shift and the prefix cache's narrowed window (the block's queries of a window to the canvas's
+    end) go through the captured step too: a padded batch decodes as eager, trace and counters included."""
+    from veridec.models import random_model
+    from veridec.models.tiny import never_predicts_mask
+    from veridec.optimized.fastdllm import generate_with_prefix_cache
+
+    model = never_predicts_mask(random_model("dream", 0, dtype=torch.float32))
+    prompt = torch.randint(0, 90, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(prompt)
+    mask[0, :2] = 0
+    settings = dict(steps=8, gen_length=8, block_length=4, threshold=0.5)  # two blocks: a graph each (prefix)
+    eager = generate_with_prefix_cache(model, prompt, mask, **settings)
+    compiled = generate_with_prefix_cache(model, prompt, mask, compile=AOT_EAGER, **settings)
+    assert torch.equal(compiled.canvas, eager.canvas) and compiled.trace.to_dict() == eager.trace.to_dict()

@@ -195,8 +195,8 @@ def pending_step(block: int, before: torch.Tensor, after: torch.Tensor, mask_id:
     conf = confidence.double()
     left = (after == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked
     strongest = torch.where(left, conf, -torch.inf).amax(dim=1, keepdim=True)  # [B, 1]
-    values = torch.cat([ranking.double(), selected.gather(1, ranking).double(), before.double(), after.double(), conf,
-                        logit_margins(logits.float()).double(), strongest], dim=1)  # [B, 6W + 1]
+    ids = torch.cat([ranking, selected.gather(1, ranking), before, after], dim=1)  # [B, 4W] long
+    values = torch.cat([ids.double(), conf, logit_margins(logits.float()).double(), strongest], dim=1)  # [B, 6W + 1]
     return PendingStep(block, offset, values)
 
 
