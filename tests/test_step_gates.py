@@ -32,6 +32,10 @@ def costs(models, cache="dual", layers=2):
     return step_gates.decode_costs(models[layers], PROMPT, cache=cache, **step_gates.SETTINGS)
 
 
+def test_every_gated_configuration_has_a_ceiling():
+    assert set(CEILING) == set(step_gates.GATED) == set(RECORDED["before"]) - {"commit"}
+
+
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
 def test_host_syncs_per_cached_step_stay_under_the_ceiling(models, cache):
     found = costs(models, cache)
@@ -43,10 +47,15 @@ def test_host_syncs_per_cached_step_stay_under_the_ceiling(models, cache):
     assert found["syncs_by_phase"].get(step_gates.BLOCK_END, {}) in ({}, {"Tensor.tolist": found["blocks"]})
 
 
-@pytest.mark.parametrize("cache", ["dual", "prefix"])
-def test_operators_per_cached_step_at_32_layers_stay_under_the_ceiling(models, cache):
-    one, two = costs(models, cache, 1)["ops_per_cached_step"], costs(models, cache, 2)["ops_per_cached_step"]
-    assert one + (step_gates.FULL_LAYERS - 1) * (two - one) <= CEILING[cache]["ops_per_cached_step_32_layers"]
+@pytest.mark.parametrize("name", sorted(step_gates.GATED))
+def test_operators_per_cached_step_at_32_layers_stay_under_the_ceiling(models, name):
+    cache, dtype = step_gates.GATED[name]
+    found = {layers: step_gates.decode_costs(step_gates.structured_model(layers, dtype) if dtype != torch.float32
+                                             else models[layers], PROMPT, cache=cache, **step_gates.SETTINGS)
+             for layers in (1, 2)}
+    one, two = found[1]["ops_per_cached_step"], found[2]["ops_per_cached_step"]
+    assert one + (step_gates.FULL_LAYERS - 1) * (two - one) <= CEILING[name]["ops_per_cached_step_32_layers"]
+    assert found[2]["syncs_per_cached_step"] <= CEILING[name]["syncs_per_cached_step"]
 
 
 @pytest.mark.parametrize("planted", ["item", "tolist", "cpu", "bool", "nonzero"])

@@ -189,15 +189,21 @@ def structured_model(layers: int, dtype=torch.float32, device="cpu"):
     return model
 
 
-def per_step(cache: str = "dual") -> dict:
+GATED = {"dual": ("dual", torch.float32), "prefix": ("prefix", torch.float32),
+         "dual bfloat16": ("dual", torch.bfloat16)}  # bfloat16 (the GPU's dtype) adds the norms' and RoPE's casts
+
+
+def per_step(cache: str = "dual", dtype: torch.dtype = torch.float32) -> dict:
     """Operators and syncs per cached step at 1 and 2 layers of LLaDA-8B's structure -> per layer and at 32."""
     torch.manual_seed(0)
     prompt = torch.randint(0, SIZES["vocab_size"] - 3, (1, PROMPT_LENGTH), generator=torch.Generator().manual_seed(0))
-    found = {layers: decode_costs(structured_model(layers), prompt, cache=cache, **SETTINGS) for layers in (1, 2)}
+    found = {layers: decode_costs(structured_model(layers, dtype), prompt, cache=cache, **SETTINGS)
+             for layers in (1, 2)}
     one, two = found[1]["ops_per_cached_step"], found[2]["ops_per_cached_step"]
     full = round(one + (FULL_LAYERS - 1) * (two - one), 1)
-    return {"cache": cache, "ops_per_cached_step": {"1_layer": one, "2_layers": two, "per_layer": round(two - one, 2),
-                                                    f"{FULL_LAYERS}_layers": full},
+    return {"cache": cache, "dtype": str(dtype).removeprefix("torch."),
+            "ops_per_cached_step": {"1_layer": one, "2_layers": two, "per_layer": round(two - one, 2),
+                                    f"{FULL_LAYERS}_layers": full},
             "syncs_per_cached_step": found[2]["syncs_per_cached_step"],
             "termination_reads_per_cached_step": found[2]["termination_reads_per_cached_step"],
             "syncs_by_phase": found[2]["syncs_by_phase"], "cached_steps": found[2]["cached_steps"],
@@ -216,8 +222,8 @@ def measure() -> dict:
 
     return {"config": {**SETTINGS, "prompt_length": PROMPT_LENGTH, "batch": 1, "structure": SIZES,
                        "full_shape": SHAPES["llada-8b"], "torch": torch.__version__},
-            "measured": {cache: {k: v for k, v in per_step(cache).items() if k != "ops_cached_by_operator_2_layers"}
-                         for cache in ("dual", "prefix")}}
+            "measured": {name: {k: v for k, v in per_step(*gated).items() if k != "ops_cached_by_operator_2_layers"}
+                         for name, gated in GATED.items()}}
 
 
 def main(argv=None) -> int:
