@@ -13,7 +13,8 @@ from torch import nn
 
 from tools import gpu_bench
 
-SPEED = {"tokens_per_second", "tokens", "seconds", "model_calls", "device", "dtype", "batch", "tokens_per_call"}
+SPEED = {"tokens_per_second", "tokens", "seconds", "model_calls", "device", "dtype", "batch", "tokens_per_call",
+         "ms_per_call"}
 TINY_FORM = ["--tiny", "--device", "cpu", "--compile-backend", "aot_eager"]
 
 

@@ -376,6 +376,7 @@ def report(seconds: float, canvas: torch.Tensor, calls: int, prompt_length: int,
                        mask_id=model.special.mask_id, dtype=model.dtype)
     row = speed.to_dict()
     row["tokens_per_call"] = round(int((canvas[:, prompt_length:] != model.special.mask_id).sum()) / max(calls, 1), 3)
+    row["ms_per_call"] = round(1e3 * seconds / max(calls, 1), 3)  # refreshes and cached steps together
     if reference is not None:
         ours, theirs = canvas.cpu(), reference["canvas"].cpu()
         row["same_tokens"] = bool(torch.equal(ours, theirs))
