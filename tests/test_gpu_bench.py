@@ -33,6 +33,8 @@ def test_the_plan_runs_in_its_tiny_form(tmp_path, capsys):
     assert not failed, failed
     assert all(0 < part["limit_s"] <= gpu_bench.PART_LIMITS_S[kind] for part, kind in zip(parts.values(), (
         "setup", "forwards", "decodes", "decodes", "block diffusion", "speculation", "syncs", "profile")))
+    assert {"device", "dtype", "batches", "gens", "weight_bytes", "weight_bytes_all_layers", "bandwidth_tbs",
+            "official", "throughput", "part_limits_s"} <= set(result["config"])
     assert result["config"]["layers"] == 4 and result["config"]["official"].startswith("skipped: no --fastdllm")
     calibration = parts["setup"]["result"]
     assert calibration["target_tokens_per_step"] == 3.0 and calibration["measured_tokens_per_step"] > 1
@@ -41,13 +43,18 @@ def test_the_plan_runs_in_its_tiny_form(tmp_path, capsys):
     assert {"eager_block_step_ms", "compiled_block_step_ms", "full_forward_ms"} <= set(forwards[0]["per_layer_ms"])
     for name in ("decodes b1 g16", "decodes b2 g16"):
         variants = parts[name]["result"]["variants"]
+        batch = parts[name]["result"]["batch"]
         for variant in ("veridec eager dual", "veridec eager prefix", "veridec compiled dual"):
             assert SPEED <= set(variants[variant]), (variant, variants[variant])
+            assert variants[variant]["batch"] == batch and variants[variant]["tokens"] == 16 * batch
         assert variants["veridec compiled dual"]["same_tokens"] and variants["veridec compiled dual"]["same_calls"]
         assert variants["official"]["skipped"]
     compiled_rows = [row for name, row in parts["block diffusion"]["result"]["variants"].items() if "compiled" in name]
     assert len(compiled_rows) == 2 and all(row["same_tokens"] and row["same_calls"] for row in compiled_rows)
-    assert "inside_block_per_cached_step" in parts["syncs"]["result"]
+    assert parts["syncs"]["result"]["inside_block_per_cached_step"] == 0
+    spec = parts["speculation"]["result"]
+    assert {"base", "W2D2", "chain W1D4"} <= set(spec) and "same_tokens" in spec["W2D2"]
+    assert set(parts["profile"]["result"]) == {"eager", "compiled"} and parts["profile"]["result"]["eager"]
     assert set(result["goals"]) == {
         "eager_block_step_over_full_forward_b1", "compiled_block_step_over_bandwidth_bound_b1",
         "compiled_over_official_b1_g16", "compiled_over_official_b2_g16", "speculation_wall_over_base_b1",
