@@ -85,6 +85,7 @@ class CompiledModel:
         self._core = copy.copy(model)  # shares the parameters and modules; only its core is swapped
         self._core.raw_forward = self._raw_forward
         self._caches: dict[tuple[int, int], KVCache] = {}
+        self._steps: dict = {}  # function -> its compiled graph (``step_graph``)
         self.narrow_logits = takes_narrow_logits(model)  # it passes logit_rows on (M5.1)
 
     def __getattr__(self, name):
@@ -119,6 +120,23 @@ class CompiledModel:
             cache.rope_offset.copy_(first_real)
         cache.writes, cache.padded = 0, False
         return cache
+
+    def step_graph(self, function):
+        """``function`` (a whole decode step: ``veridec.optimized.parallel.whole_step``) compiled with this model's
+        options, ``fullgraph=True``: one graph per shape and step constants, kept across decodes. A call marks a
+        new CUDA-graph step and runs under the model's recompile limit."""
+        if function not in self._steps:
+            self._steps[function] = torch.compile(function, fullgraph=True, dynamic=False, **self.options)
+        graph = self._steps[function]
+
+        def run(*args):
+            torch.compiler.cudagraph_mark_step_begin()
+            config = torch._dynamo.config
+            limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.6
+            with config.patch(**{limit: RECOMPILES}):
+                return graph(*args)
+
+        return run
 
     def static_cache(self, batch: int, length: int) -> KVCache:
         """The cache of a [batch, length] canvas, allocated once; its tensors keep their addresses."""

@@ -177,6 +177,56 @@ def record_step(trace: Trace, block: int, before: torch.Tensor, after: torch.Ten
                                   kept_logits if record_logits else None))
 
 
+class PendingStep(NamedTuple):
+    """One step's record left on the device (``pending_step``), read back with others by ``append_pending``:
+    ``values`` [B, 6W + 1] float64 per row: the ranking, whether each ranked position is committed, the tokens
+    before and after, the confidences and logit margins at each window column, and the strongest candidate left."""
+
+    block: int
+    offset: int  # canvas position of the window's first column
+    values: torch.Tensor
+
+
+def pending_step(block: int, before: torch.Tensor, after: torch.Tensor, mask_id: int, confidence: torch.Tensor,
+                 logits: torch.Tensor, ranking: torch.Tensor, selected: torch.Tensor, offset: int = 0) -> PendingStep:
+    """``record_step``'s record of one step computed on the device, with no host read: the same arrays (before,
+    after [B, W]; confidence [B, W]; logits [B, W, V]) and the commits as a ranking [B, W] and a selection [B, W]
+    (a ``RankedSelection``). Margins are taken at every column (one top-2 over [B, W, V])."""
+    conf = confidence.double()
+    left = (after == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked
+    strongest = torch.where(left, conf, -torch.inf).amax(dim=1, keepdim=True)  # [B, 1]
+    ids = torch.cat([ranking, selected.gather(1, ranking), before, after], dim=1)  # [B, 4W] long
+    values = torch.cat([ids.double(), conf, logit_margins(logits.float()).double(), strongest], dim=1)  # [B, 6W + 1]
+    return PendingStep(block, offset, values)
+
+
+def append_pending(trace: Trace, pending: list[PendingStep], mask_id: int) -> None:
+    """Appends the pending steps' records to ``trace`` in one host read: what ``record_step`` records."""
+    if not pending:
+        return
+    flat = torch.cat([step.values.reshape(-1) for step in pending]).tolist()  # token ids are exact in float64
+    start = 0
+    for step in pending:
+        batch, width = step.values.shape[0], (step.values.shape[1] - 1) // 6
+        rows = [flat[start + r * (6 * width + 1):start + (r + 1) * (6 * width + 1)] for r in range(batch)]
+        start += batch * (6 * width + 1)
+        trace.steps.append(StepRecord(step.block, *_row_records(rows, width, mask_id, step.offset)))
+
+
+def _row_records(rows: list[list[float]], width: int, mask_id: int, offset: int) -> tuple:
+    positions, tokens, confidences, margins, gaps = [], [], [], [], []
+    for values in rows:
+        ranking, kept, before, after, conf, margin = (values[k * width:(k + 1) * width] for k in range(6))
+        ranked = [int(p) for p, keep in zip(ranking, kept) if keep]
+        mine = [p for p in ranked if before[p] == mask_id and after[p] != mask_id]
+        positions.append([p + offset for p in mine])
+        tokens.append([int(after[p]) for p in mine])
+        confidences.append([conf[p] for p in mine])
+        margins.append([margin[p] for p in mine])
+        gaps.append((min(confidences[-1]) if mine else float("inf")) - values[-1])
+    return positions, tokens, confidences, margins, gaps
+
+
 class RowStep(NamedTuple):
     """One row's part of a step record, for a decoder that decides row by row (block diffusion, BD9)."""
 

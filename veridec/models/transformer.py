@@ -224,8 +224,8 @@ class BidirectionalTransformer(nn.Module):
         if check:
             check_cached_positions(positions, cache, write)
         rope = positions - cache.rope_offset[:, None]  # [B, Q]
-        fresh = torch.ones_like(tokens, dtype=torch.bool)  # [B, Q] the queries' own keys (write=False)
-        key_mask = cache.key_mask if write else torch.cat([cache.key_mask, fresh], 1)
+        key_mask = cache.key_mask if write else torch.cat(  # then the queries' own keys [B, Q]
+            [cache.key_mask, torch.ones_like(tokens, dtype=torch.bool)], 1)
         return self.raw_forward(tokens, rope, key_mask=key_mask, attn_bias=attn_bias, cache=cache,
                                 slots=positions if write else None, output_attentions=output_attentions,
                                 padded=cache.padded, logit_rows=logit_rows)

@@ -15,12 +15,20 @@ TIES = ("lowest", "torch")
 REMASKING = ("low_confidence", "random")
 
 
+class RankedSelection(NamedTuple):
+    """A step's commits left on the device (no host read): ``selected`` [B, W] bool and the ``ranking`` [B, W]
+    whose order they are recorded in; ``ranked_positions(ranking, selected)`` is the host list."""
+
+    ranking: torch.Tensor
+    selected: torch.Tensor
+
+
 class StepResult(NamedTuple):
     """One step of any rule: the next canvas and what the trace records of the decision."""
 
     x: torch.Tensor  # [B, W] the canvas (or window of it) after this step
     confidence: torch.Tensor  # [B, W] ranking score (-inf for non-candidates)
-    order: list[list[int]]  # per row, the selected positions in rank order
+    order: list[list[int]] | RankedSelection  # per row, the selected positions in rank order (or on the device)
     choice_logits: torch.Tensor  # [B, W, V] the scores the token choice was an argmax of
     view: StepView | None = None  # what a parallel rule saw (probabilities, confidences, their ranking)
 

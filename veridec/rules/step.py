@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import (StepResult, propose, rank_positions, ranked_positions, remasking_score, select_top,
+from .common import (RankedSelection, StepResult, propose, rank_positions, ranked_positions, remasking_score,
                      stable_ranking, token_probability)
 from .parallel import COUNT_RULES
 from .view import StepView
@@ -29,19 +29,21 @@ def parallel_step(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch
 
 def decide(rule, logits: torch.Tensor, x: torch.Tensor, candidates: torch.Tensor, tokens: torch.Tensor,
            choice_logits: torch.Tensor, *, remasking: str = "low_confidence", ties: str = "lowest",
-           generator: torch.Generator | None = None, **view_fields) -> StepResult:
+           generator: torch.Generator | None = None, on_device: bool = False, **view_fields) -> StepResult:
     """The step after its proposal: ``tokens`` [B, W] proposed (by ``propose``, or every proposal in turn when
-    a law is enumerated: proofs_checks.laws) are scored and the rule commits some of them."""
+    a law is enumerated: proofs_checks.laws) are scored and the rule commits some of them. ``on_device``: the
+    order stays a ``RankedSelection`` on the device (no host read; the optimized loop reads it once per block)."""
     view = step_view(logits, tokens, candidates, remasking, generator, **view_fields)
     if isinstance(rule, COUNT_RULES):
         counts = rule.counts(view)  # [B]
         ranking, rank = (view.ranking, view.rank) if ties == "lowest" else rank_positions(view.confidence, ties, counts)
-        selected, order = select_top(ranking, rank, counts, candidates)
+        selected = (rank < counts[:, None]) & candidates  # ``select_top``'s selection
         score = view.confidence
     else:
         selected = rule.select(view)
         score = rule.score(view) if hasattr(rule, "score") else view.confidence
-        order = ranked_positions(stable_ranking(score)[0], selected)
+        ranking = stable_ranking(score)[0]
+    order = RankedSelection(ranking, selected) if on_device else ranked_positions(ranking, selected)
     return StepResult(torch.where(selected, tokens, x), score, order, choice_logits, view)
 
 
