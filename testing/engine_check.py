@@ -164,7 +164,7 @@ def resolve_case(case: dict, model) -> dict:
             canvas = torch.full((size * (len(prompt) // size + 1),), model.special.mask_id, dtype=torch.long,
                                 device=_device(model))  # [L]
             canvas[: len(prompt)] = torch.tensor(prompt, dtype=torch.long, device=canvas.device)
-            logits = block_logits(model, canvas, len(prompt) // size, size)  # [b, V]
+            logits = block_logits(model, canvas, len(prompt) // size, size, case.get("rounding"))  # [b, V]
             masked = canvas[-size:] == model.special.mask_id  # [b]
             found = torch.softmax(logits[masked], dim=-1).max(dim=-1).values.sort(descending=True).values
             config[name] = found[min(value["at_confidence"], found.numel() - 1)].item()

@@ -78,7 +78,7 @@ class Replay:
 
 def replay_case(algorithm, rule, model, case: dict, record: bool = False,
                 step_seconds: float = STEP_SECONDS) -> Replay:
-    """Replay ``case`` ({"prompts", "gen_length", "block_size", "config"}) through ``algorithm`` (a built engine
+    """Replay ``case`` ({"prompts", "gen_length", "block_size", "config"}, optionally "rounding") through ``algorithm`` (a built engine
     algorithm) against ``rule`` (an ``EngineRule``) on ``model`` (a float64 copy: ``float64_model``)."""
     run = _Run(algorithm, rule, model, case, record, step_seconds)
     replay = Replay(case)
@@ -95,14 +95,16 @@ def float64_model(model):
     return copy.deepcopy(model).double()
 
 
-def block_logits(model, canvas: torch.Tensor, block: int, size: int) -> torch.Tensor:
+def block_logits(model, canvas: torch.Tensor, block: int, size: int, rounding: str | None = None) -> torch.Tensor:
     """The editing decoder's forward (spec/editing.md ED2): canvas [L] up to block ``block``'s end, block-causal,
-    RoPE positions from 0 -> that block's logits [b, V]."""
+    RoPE positions from 0 -> that block's logits [b, V] (float64; ``rounding``: "float32" or "bfloat16" rounds
+    them to that dtype first, still one float64 tensor that both sides read)."""
     end = (block + 1) * size
     positions = torch.arange(end, device=canvas.device)[None]  # [1, end]
     bias = block_causal_bias(end, size, device=canvas.device)[None, None]  # [1, 1, end, end]
     with torch.no_grad():
-        return model.raw_forward(canvas[:end][None], positions, attn_bias=bias).logits[0, block * size:]
+        logits = model.raw_forward(canvas[:end][None], positions, attn_bias=bias).logits[0, block * size:]
+    return logits if rounding is None else logits.to(getattr(torch, rounding)).double()
 
 
 class _Diverged(Exception):
@@ -117,7 +119,7 @@ class _Run:
         self.algorithm, self.rule, self.model, self.case = algorithm, rule, model, case
         self.record, self.step_seconds = record, step_seconds
         self.size, self.mask_id = case["block_size"], model.special.mask_id
-        self.config = case["config"]
+        self.config, self.rounding = case["config"], case.get("rounding")
         self.canvases = [_canvas(prompt, case["gen_length"], self.size, self.mask_id, model) for prompt in
                          case["prompts"]]
         self.next_block = [len(prompt) // self.size for prompt in case["prompts"]]
@@ -205,7 +207,7 @@ class _Round:
         for i, r in enumerate(self.rows):  # the engine's blocks are the canvases the forward sees
             start = run.next_block[r] * run.size
             run.canvases[r][start:start + run.size] = views[i]
-        return torch.cat([block_logits(run.model, run.canvases[r], run.next_block[r], run.size)
+        return torch.cat([block_logits(run.model, run.canvases[r], run.next_block[r], run.size, run.rounding)
                           for r in self.rows])  # [B*b, V]
 
     def _step(self, step: int, logits: torch.Tensor, states) -> list:

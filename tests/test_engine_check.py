@@ -1,0 +1,164 @@
+"""Engine logit replay (spec/engines.md): an algorithm written from scratch to SGLang's DllmAlgorithm contract
+(examples/sglang_threshold.py) passes against Fast-dLLM's threshold rule; four realistic bugs in it
+(examples/sglang_threshold_broken.py) are each caught with a shrunk case; bad classes and bad steps fail with a
+clear message naming the step, never a hang or a traceback; the replay's reference side is veridec's decoder."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.testing.engine_check import check_engine
+from veridec.testing.engines import float64_model, replay_case
+from veridec.testing.families.sglang import RULES, edit_rule
+from veridec.testing.models import load_check_model
+from veridec.testing.sglang import ContractError, EngineConfig
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+from sglang_threshold import ThresholdUnmasking  # noqa: E402
+from sglang_threshold_broken import (IgnoresThreshold, OffByOneFromSecondBlock, StopsOnWrongRow,  # noqa: E402
+                                     StrictThreshold)
+
+
+def test_the_example_from_scratch_passes():
+    result = check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=12)
+    assert result.passed and result.cases == 12 and result.steps > 25, result.markdown()
+
+
+@pytest.mark.parametrize("broken, shrunk", [
+    (StrictThreshold, lambda case, d: d.positions[0].confidence == case["config"]["threshold"]),
+    (IgnoresThreshold, lambda case, d: case["config"]["threshold"] != 0.9),
+    (StopsOnWrongRow, lambda case, d: len(case["prompts"]) == 2 and d.kind == "done"),
+    (OffByOneFromSecondBlock, lambda case, d: d.round == 1 and len(case["prompts"]) == 1),
+])
+def test_each_broken_variant_is_caught_with_a_shrunk_case(broken, shrunk):
+    result = check_engine(broken, "threshold", model="tiny-sdar", max_examples=60)
+    assert not result.passed, broken.__name__
+    case, divergence = result.failure_case, result.failure
+    assert shrunk(case, divergence), divergence.message
+    assert case["gen_length"] <= 3 and all(len(p) <= 3 for p in case["prompts"]), case  # shrunk
+    assert result.reproducer["steps"] and result.reproducer["steps"][-1]["engine"] != \
+        result.reproducer["steps"][-1]["reference"]
+
+
+def test_the_strict_variant_passes_against_the_strict_reading():
+    """The strict threshold is a reading, not a defect of the comparison: held against it, it passes."""
+    assert check_engine(StrictThreshold, "threshold-strict", model="tiny-sdar", max_examples=25).passed
+
+
+class NoStep:
+    def __init__(self, config):
+        pass
+
+
+class WrongType(ThresholdUnmasking):
+    def step(self, forward_batch, full_logits, states):
+        return torch.tensor(super().step(forward_batch, full_logits, states))
+
+
+class WrongLength(ThresholdUnmasking):
+    def step(self, forward_batch, full_logits, states):
+        return super().step(forward_batch, full_logits, states) + [True]
+
+
+class MutatesLogits(ThresholdUnmasking):
+    def step(self, forward_batch, full_logits, states):
+        done = super().step(forward_batch, full_logits, states)
+        full_logits.mul_(2)
+        return done
+
+
+class NeverFinishes(ThresholdUnmasking):
+    def finished(self, masked):
+        return [False] * masked.shape[0]
+
+
+class NeverReturns(ThresholdUnmasking):
+    def step(self, forward_batch, full_logits, states):
+        while True:
+            pass
+
+
+class ReadsAnotherField(ThresholdUnmasking):
+    def step(self, forward_batch, full_logits, states):
+        return forward_batch.seq_lens.tolist()
+
+
+@pytest.mark.parametrize("cls, said", [
+    (WrongType, "step 0, row 0 (block 1): step returned Tensor"),
+    (WrongLength, "step 0, row 0 (block 1): step returned list"),
+    (MutatesLogits, "step 0, row 0 (block 1): step changed the logits it was given"),
+    (NeverFinishes, "step 1, row 0 (block 1): the engine keeps the row stepping (done=False) where the rule has "
+                    "finished its block"),
+    (ReadsAnotherField, "step 0, row 0 (block 1): the step read forward_batch.seq_lens"),
+])
+def test_a_bad_step_is_a_failure_naming_the_step(cls, said):
+    result = check_engine(cls, "threshold", model="tiny-sdar", max_examples=5)
+    assert not result.passed and result.failure.message == f"round 0, {said}" or said in result.failure.message, \
+        result.failure.message
+
+
+def test_a_step_that_never_returns_fails_at_its_limit():
+    result = check_engine(NeverReturns, "threshold", model="tiny-sdar", max_examples=2, step_seconds=0.2)
+    assert not result.passed and "step ran past 0.2 s" in result.failure.message
+
+
+def test_a_class_without_the_contract_is_refused_by_name():
+    with pytest.raises(ContractError, match="NoStep does not implement SGLang's DllmAlgorithm contract"):
+        check_engine(NoStep, "threshold")
+    with pytest.raises(ContractError, match="is a class built from a DllmConfig"):
+        check_engine(ThresholdUnmasking(EngineConfig("x", {}, 4, 0)), "threshold")
+    with pytest.raises(ValueError, match="against: name the veridec rule"):
+        check_engine(ThresholdUnmasking)
+    with pytest.raises(ContractError, match="algorithm must be one of LowConfidence"):
+        check_engine("Gemma4Renoise")
+
+
+class EditRuleAlgorithm:
+    """veridec's edit rule, row by row, behind SGLang's contract: its replay is the reference decoder's decode."""
+
+    def __init__(self, config):
+        self.config, self.size, self.mask_id = config.algorithm_config, config.block_size, config.mask_id
+
+    def init_step_state(self, forward_batch):
+        return [edit_rule(self.config, self.mask_id) for _ in range(forward_batch.batch_size)]
+
+    def max_steps(self, block_size):
+        return 4 * block_size + 16
+
+    def step(self, forward_batch, full_logits, states):
+        ids = forward_batch.input_ids.view(-1, self.size)  # [B, b]
+        logits = full_logits.view(ids.shape[0], self.size, -1)  # [B, b, V]
+        ruled = [rule.step(ids[i].clone(), forward_batch.dllm_prompt_mask[i], logits[i])
+                 for i, rule in enumerate(states)]
+        for i, decided in enumerate(ruled):
+            ids[i] = decided.tokens
+        return [decided.done for decided in ruled]
+
+
+@pytest.mark.parametrize("prompt, gen, size, config", [
+    ([5, 6, 7], 5, 4, {"threshold": 0.5, "edit_threshold": 0.5, "max_post_edit_steps": 2}),
+    ([3], 4, 2, {"threshold": 0.9, "edit_threshold": 0.0, "max_post_edit_steps": 1}),
+    ([1, 2, 3, 4], 5, 3, {"threshold": 0.2, "edit_threshold": 0.9, "max_post_edit_steps": 0}),
+])
+def test_the_replay_decodes_as_the_reference_editing_decoder(prompt, gen, size, config):
+    """The replay's forwards and block loop are veridec's editing decoder's: the same rule behind the contract
+    ends on the canvas ``veridec.reference.editing.generate`` returns (greedy, one transfer, torch's order)."""
+    from veridec.reference.editing import generate
+
+    model = float64_model(load_check_model("blocks"))
+    algorithm = EditRuleAlgorithm(EngineConfig("edit", config, size, model.special.mask_id))
+    case = {"prompts": [prompt], "gen_length": gen, "block_size": size, "config": config}
+    replay = replay_case(algorithm, RULES["editing"], model, case, record=True)
+    assert replay.divergence is None
+    decoded = generate(model, torch.tensor([prompt]), max_new_tokens=gen, block_size=size,
+                       threshold=config["threshold"], editing_threshold=config["edit_threshold"],
+                       max_post_steps=config["max_post_edit_steps"], ties="torch")
+    last = {}
+    for step in replay.transcript:
+        last[step["blocks"][0]] = step["engine"]["input_ids"]
+    canvas = [token for block in sorted(last) for token in last[block]]
+    assert canvas == decoded.canvas[0, len(canvas) and (len(prompt) // size) * size:].tolist()
