@@ -78,8 +78,9 @@ class Replay:
 
 def replay_case(algorithm, rule, model, case: dict, record: bool = False,
                 step_seconds: float = STEP_SECONDS) -> Replay:
-    """Replay ``case`` ({"prompts", "gen_length", "block_size", "config"}, optionally "rounding") through ``algorithm`` (a built engine
-    algorithm) against ``rule`` (an ``EngineRule``) on ``model`` (a float64 copy: ``float64_model``)."""
+    """Replay ``case`` ({"prompts", "gen_length", "block_size", "config"}, optionally "rounding") through
+    ``algorithm`` (a built engine algorithm) against ``rule`` (an ``EngineRule``) on ``model`` (a float64 copy:
+    ``float64_model``)."""
     run = _Run(algorithm, rule, model, case, record, step_seconds)
     replay = Replay(case)
     try:
