@@ -1,0 +1,117 @@
+"""SGLang's own decisions, recorded (tests/golden/sglang.json, ``python -m tools.golden.sglang``; spec/engines.md
+EN6): veridec's rules fed the recorded logits take SGLang's decisions at every step of every case recorded as a
+pass, and differ exactly at the last step of a case recorded with a stated difference; broken rules do not.
+With sglang loadable (installed, or VERIDEC_SGLANG_ROOT naming an unzipped wheel), its algorithms fed the same
+logits take the recorded decisions again."""
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from veridec.rules.editing import EditParams
+from veridec.testing.engine_golden import engine_decisions, rule_decisions
+from veridec.testing.families.sglang import RULES, EditRule, ThresholdRule
+
+GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "sglang.json").read_text())
+DTYPE, MASK = GOLDEN["logits_dtype"], GOLDEN["mask_id"]
+CASES = GOLDEN["cases"]
+
+
+def sglang(step: dict) -> dict:
+    return step["engine"]
+
+
+def agreeing(decisions: list, steps: list) -> int:
+    """How many steps from the first agree with SGLang's recorded decisions."""
+    return next((i for i, (ours, theirs) in enumerate(zip(decisions, steps)) if ours != sglang(theirs)),
+                len(steps))
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_veridec_takes_sglangs_decisions(index):
+    case = CASES[index]
+    steps = case["steps"]
+    ours = rule_decisions(RULES[case["against"]], case["case"]["config"], MASK, steps, DTYPE)
+    assert ours == [step["reference"] for step in steps]  # veridec's rule as when recorded
+    if case["verdict"] == "pass":
+        assert agreeing(ours, steps) == len(steps) and steps[-1]["engine"]["done"] == [True] * len(steps[-1]["rows"])
+    else:
+        assert agreeing(ours, steps) == len(steps) - 1, case["divergence"]
+
+
+def test_the_golden_holds_every_algorithm_and_a_stated_difference():
+    runs = {(c["algorithm"], c["case"]["config"].get("vectorized_decoding", False)) for c in CASES}
+    assert runs == {("LowConfidence", False), ("JointThreshold", False), ("JointThreshold", True),
+                    ("JointThresholdInDel", False)}
+    assert {c["verdict"] for c in CASES} >= {"pass", "strict-threshold"}
+    assert GOLDEN["sglang"] == "0.5.23" and len(GOLDEN["files"]) == 5
+
+
+def test_the_strict_difference_is_the_strict_reading():
+    """Where SGLang's LowConfidence parts from Fast-dLLM's rule, the strict reading takes its decisions."""
+    for case in (c for c in CASES if c["verdict"] == "strict-threshold"):
+        strict = rule_decisions(RULES["threshold-strict"], case["case"]["config"], MASK, case["steps"], DTYPE)
+        assert agreeing(strict, case["steps"]) == len(case["steps"])
+
+
+def test_an_anti_loop_divergence_follows_a_block_seen_before():
+    for case in (c for c in CASES if c["verdict"] == "anti-loop"):
+        last, rows = case["steps"][-1], len(case["steps"][-1]["rows"])
+        size = len(last["input_ids"]) // rows
+        earlier = [step["input_ids"] for step in case["steps"][:-1] if step["round"] == last["round"]]
+        blocks = lambda ids: [ids[i * size:(i + 1) * size] for i in range(rows)]
+        assert any(a == b for ids in earlier for a, b in zip(blocks(ids), blocks(last["input_ids"])))
+
+
+class IgnoredThreshold(ThresholdRule):
+    def __init__(self, threshold, mask_id, inclusive=True):
+        super().__init__(0.9, mask_id, inclusive)
+
+
+class NoEdits(EditRule):
+    def __init__(self, params, mask_id):
+        super().__init__(replace(params, editing_threshold=1.0), mask_id)
+
+
+class PostStepsOffByOne(EditRule):
+    def __init__(self, params, mask_id):
+        super().__init__(replace(params, max_post_steps=params.max_post_steps + 1), mask_id)
+
+
+@pytest.mark.parametrize("against, broken", [
+    ("threshold", lambda config, mask: IgnoredThreshold(config.get("threshold"), mask, False)),
+    ("editing", lambda config, mask: NoEdits(EditParams(threshold=config["threshold"], editing_threshold=config[
+        "edit_threshold"], max_post_steps=config["max_post_edit_steps"], ties="torch"), mask)),
+    ("editing", lambda config, mask: PostStepsOffByOne(EditParams(threshold=config["threshold"], editing_threshold=config[
+        "edit_threshold"], max_post_steps=config["max_post_edit_steps"], ties="torch"), mask)),
+])
+def test_the_golden_catches_a_broken_rule(against, broken):
+    """Negative controls: a threshold ignored, edits off, one post step too many each part from SGLang."""
+    rule = replace(RULES[against], rule=broken)
+    cases = [c for c in CASES if c["against"] == against and c["verdict"] == "pass"]
+    assert any(agreeing(rule_decisions(rule, c["case"]["config"], MASK, c["steps"], DTYPE), c["steps"])
+               < len(c["steps"]) for c in cases)
+
+
+def _sglang_root():
+    from veridec.testing.sglang import ContractError, sglang_root
+
+    try:
+        return sglang_root(os.environ.get("VERIDEC_SGLANG_ROOT"))
+    except ContractError as err:
+        pytest.skip(f"SGLang's code is not here ({err}); the golden data above holds its recorded decisions")
+
+
+@pytest.mark.parametrize("index", range(0, len(CASES), 3))
+def test_sglang_itself_takes_the_recorded_decisions(index):
+    from veridec.testing.engine_check import _builder
+    from veridec.testing.sglang import load_sglang_algorithm
+
+    root = _sglang_root()
+    case = CASES[index]
+    cls, config_class = load_sglang_algorithm(case["algorithm"], root)
+    build = _builder(cls, config_class, case["algorithm"], MASK, tuple(case["case"]["indel_ids"]))
+    assert engine_decisions(lambda: build(case["case"]), case["steps"], DTYPE) == [sglang(s) for s in case["steps"]]
