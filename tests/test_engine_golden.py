@@ -81,12 +81,15 @@ class PostStepsOffByOne(EditRule):
         super().__init__(replace(params, max_post_steps=params.max_post_steps + 1), mask_id)
 
 
+def params(config: dict) -> EditParams:
+    return EditParams(threshold=config["threshold"], editing_threshold=config["edit_threshold"],
+                      max_post_steps=config["max_post_edit_steps"], ties="torch")
+
+
 @pytest.mark.parametrize("against, broken", [
     ("threshold", lambda config, mask: IgnoredThreshold(config.get("threshold"), mask, False)),
-    ("editing", lambda config, mask: NoEdits(EditParams(threshold=config["threshold"], editing_threshold=config[
-        "edit_threshold"], max_post_steps=config["max_post_edit_steps"], ties="torch"), mask)),
-    ("editing", lambda config, mask: PostStepsOffByOne(EditParams(threshold=config["threshold"], editing_threshold=config[
-        "edit_threshold"], max_post_steps=config["max_post_edit_steps"], ties="torch"), mask)),
+    ("editing", lambda config, mask: NoEdits(params(config), mask)),
+    ("editing", lambda config, mask: PostStepsOffByOne(params(config), mask)),
 ])
 def test_the_golden_catches_a_broken_rule(against, broken):
     """Negative controls: a threshold ignored, edits off, one post step too many each part from SGLang."""
