@@ -17,7 +17,10 @@ from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.official import OFFICIAL_DEFECT_MODES
 from veridec.testing.validation import checked_baseline
 
+from veridec.testing.families.sglang import RULES as ENGINE_RULES
+
 from .child import child_status, saved_streams
+from .engine_command import run_engine_check
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
 DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
@@ -32,8 +35,18 @@ def add_parser(commands) -> None:
 
 def _candidate_arguments(chk) -> None:
     """What is checked, against what, on which model and cases."""
-    chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
-    chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
+    chk.add_argument("candidate", nargs="?", default=None,
+                     help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings) (none with --engine)")
+    chk.add_argument("--against", default=None, metavar="DECODER",
+                     help=f"the veridec decoder to compare with ({', '.join(AGAINST)}); with --engine, the rule "
+                          f"({', '.join(ENGINE_RULES)})")
+    chk.add_argument("--engine", default=None, metavar="sglang:ALGORITHM",
+                     help="check an engine's dLLM algorithm by logit replay (spec/engines.md): sglang:LowConfidence, "
+                          "sglang:JointThreshold, sglang:JointThresholdInDel, or sglang:FILE.py:CLASS (a class written "
+                          "to SGLang's DllmAlgorithm contract)")
+    chk.add_argument("--sglang-root", default=None, metavar="DIR",
+                     help="with --engine sglang:BUILT-IN: the folder holding sglang/ (an unzipped wheel; default: "
+                          "the installed sglang)")
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
@@ -104,6 +117,9 @@ def _output_arguments(chk) -> None:
 
 
 def run_check_command(args) -> int:
+    if args.engine is not None:
+        return run_engine_check(args)
+    _check_decoder_arguments(args)
     check_output_file(args.json, "--json")
     check_output_dir(args.out, "--out", ("check.md", "check.json"))
     case = _parse_case(args.case)
@@ -125,6 +141,18 @@ def run_check_command(args) -> int:
     finally:
         WATCHERS.remove(watcher)
         threading.excepthook = hook
+
+
+def _check_decoder_arguments(args) -> None:
+    """A decoder check names its candidate and a veridec decoder (--sglang-root belongs to --engine)."""
+    if args.candidate is None:
+        raise UsageError("the candidate is required: FILE.py:FUNCTION (or --engine sglang:ALGORITHM)")
+    if args.against is None:
+        raise UsageError(f"--against is required: one of {', '.join(AGAINST)}")
+    if args.against not in AGAINST:
+        raise UsageError(f"--against must be one of {', '.join(AGAINST)}, got {args.against!r}")
+    if args.sglang_root is not None:
+        raise UsageError("--sglang-root applies with --engine only")
 
 
 def _thread_failed(failure) -> None:

@@ -162,3 +162,29 @@ def test_the_replay_decodes_as_the_reference_editing_decoder(prompt, gen, size, 
         last[step["blocks"][0]] = step["engine"]["input_ids"]
     canvas = [token for block in sorted(last) for token in last[block]]
     assert canvas == decoded.canvas[0, len(canvas) and (len(prompt) // size) * size:].tolist()
+
+
+def test_the_command_checks_an_engine_algorithm(tmp_path, capsys):
+    from veridec.harness.cli import main
+
+    broken = f"sglang:{EXAMPLES / 'sglang_threshold_broken.py'}:StopsOnWrongRow"
+    code = main(["check", "--engine", broken, "--against", "threshold", "--model", "tiny-sdar", "--trials", "30",
+                 "--quiet", "--out", str(tmp_path)])
+    assert code == 1 and "the engine keeps the row stepping" in capsys.readouterr().out
+    assert (tmp_path / "reproducer.json").is_file() and (tmp_path / "check.md").is_file()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--engine", "vllm:X"], "--engine must be ENGINE:ALGORITHM with ENGINE one of sglang"),
+    (["--engine", "sglang:LowConfidence", "--tier", "A"], "--tier A do not apply with --engine"),
+    (["--engine", "sglang:Nope"], "algorithm must be one of LowConfidence"),
+    (["--engine", f"sglang:{EXAMPLES / 'sglang_threshold.py'}:ThresholdUnmasking"], "against: name the veridec rule"),
+    (["x.py:f"], "--against is required"),
+    (["x.py:f", "--against", "nope"], "--against must be one of"),
+    ([], "the candidate is required"),
+])
+def test_bad_engine_arguments_are_one_line(argv, said, capsys):
+    from veridec.harness.cli import main
+
+    assert main(["check", *argv]) == 2
+    assert said in capsys.readouterr().err
