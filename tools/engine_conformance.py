@@ -38,13 +38,17 @@ def run(root, cases: int, models) -> list[dict]:
     return rows
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sglang", default=None, help="the folder holding sglang/ (default: the installed one)")
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/engine-conformance.json"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     rows = run(args.sglang, args.cases, args.models)
     write_text_atomic(args.out, json.dumps({"cases_per_run": args.cases, "runs": rows}, indent=1) + "\n")

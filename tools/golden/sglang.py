@@ -85,12 +85,16 @@ def _version(root: Path) -> str:
     return found[0].name.removeprefix("sglang-").removesuffix(".dist-info") if found else "unknown"
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sglang", default=None, help="the folder holding sglang/ (default: the installed one)")
     parser.add_argument("--out", type=Path, default=Path("tests/golden"))
     parser.add_argument("--cases", type=int, default=5, help="cases per algorithm run")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     data = record(sglang_root(args.sglang), args.cases)
     write_text_atomic(args.out / SGLANG_FILE, json.dumps(data, separators=(",", ":")) + "\n")
