@@ -17,6 +17,7 @@ from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.official import OFFICIAL_DEFECT_MODES
 from veridec.testing.validation import checked_baseline
 
+from veridec.testing.candidates import PROMPT_FORMS
 from veridec.testing.families.sglang import RULES as ENGINE_RULES
 
 from .child import child_status, saved_streams
@@ -59,6 +60,10 @@ def _candidate_arguments(chk) -> None:
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
+    chk.add_argument("--prompt-form", choices=PROMPT_FORMS, default="auto",
+                     help="how the candidate takes the prompt: a tensor, or a dict {'input_ids': ...} as "
+                          "JetAstra/SDAR's published block_diffusion_generate reads it (auto: a dict where the prompt "
+                          "parameter is annotated as dict, Mapping or BatchEncoding)")
 
 
 def _tier_arguments(chk) -> None:
@@ -198,7 +203,8 @@ def _checked(args, model: str, baseline: dict | None, case: dict | None):
                          delta=0.05 if args.delta is None else args.delta, samples=args.samples,
                          official_defects=args.official_defects, knobs=not args.no_knobs,
                          case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
-                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
+                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args),
+                         prompt_form=args.prompt_form)
 
 
 def _candidate_model(args) -> str | None:

@@ -57,7 +57,8 @@ def _refuse_decoder_flags(args) -> None:
                                     ("--no-knobs", args.no_knobs), ("--trust-remote-code", args.trust_remote_code),
                                     ("--tier " + args.tier, args.tier != "E"), ("--cache " + args.cache,
                                                                                args.cache != "none"),
-                                    ("--ties " + args.ties, args.ties != "lowest")) if on]
+                                    ("--ties " + args.ties, args.ties != "lowest"),
+                                    ("--prompt-form " + args.prompt_form, args.prompt_form != "auto")) if on]
     if given:
         raise UsageError(f"{', '.join(given)} do not apply with --engine (an engine check is tier E by logit replay; "
                          "give the algorithm as --engine sglang:ALGORITHM or sglang:FILE.py:CLASS)")
