@@ -64,6 +64,9 @@ def test_an_anti_loop_divergence_follows_a_block_seen_before():
         earlier = [step["input_ids"] for step in case["steps"][:-1] if step["round"] == last["round"]]
         blocks = lambda ids: [ids[i * size:(i + 1) * size] for i in range(rows)]
         assert any(a == b for ids in earlier for a, b in zip(blocks(ids), blocks(last["input_ids"])))
+        before, engine, ours = last["input_ids"], last["engine"]["input_ids"], last["reference"]["input_ids"]
+        differing = [j for j in range(len(before)) if engine[j] != ours[j]]
+        assert len(differing) == 1 and before[differing[0]] not in (engine[differing[0]], ours[differing[0]])
 
 
 class IgnoredThreshold(ThresholdRule):

@@ -130,7 +130,11 @@ def _indel_token(divergence) -> bool:
 
 
 def _anti_loop(divergence) -> bool:
-    return divergence.block_seen_before
+    """The row's block was seen before in this round, and the two sides differ at one position that both
+    change, to different tokens (InDel resamples one write)."""
+    positions = divergence.positions
+    return divergence.block_seen_before and len(positions) == 1 and "kept" not in (positions[0].engine_kind,
+                                                                                   positions[0].reference_kind)
 
 
 def _update_cap(divergence) -> bool:
