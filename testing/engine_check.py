@@ -61,13 +61,15 @@ class EngineResult:
 
 def check_engine(algorithm, against: str | None = None, *, model="blocks", config: dict | None = None,
                  max_examples: int = 200, seed: int = 0, max_rows: int = 3, sglang_root=None,
-                 indel_ids: tuple | None = None, step_seconds: float = STEP_SECONDS) -> EngineResult:
+                 indel_ids: tuple | None = None, step_seconds: float = STEP_SECONDS,
+                 fdfo: bool = False) -> EngineResult:
     """Hold ``algorithm`` (a built-in SGLang name: LowConfidence, JointThreshold, JointThresholdInDel, loaded
     from an installed sglang or ``sglang_root``; or a class written to SGLang's ``DllmAlgorithm`` contract)
     against the veridec rule ``against`` (threshold, threshold-strict, editing; a built-in's
     default: its counterpart) on ``max_examples`` drawn cases of up to ``max_rows`` rows on ``model`` (a name
     or a model). ``config``: algorithm_config entries held fixed. ``indel_ids``: InDel's (DELETE, SPLIT) ids
-    (default: the model's two highest ordinary ids)."""
+    (default: the model's two highest ordinary ids). ``fdfo``: SGLang's first-done-first-out mode (one step per
+    round, rows at their own blocks, states carried)."""
     cls, config_class, label = _algorithm(algorithm, sglang_root)
     against = _against(algorithm, against)
     differences = BUILT_IN[algorithm][1] if isinstance(algorithm, str) and algorithm in BUILT_IN else ()
@@ -76,10 +78,10 @@ def check_engine(algorithm, against: str | None = None, *, model="blocks", confi
     _check_arguments(max_examples, max_rows, config, step_seconds)
     rule = RULES[against]
     indel = tuple(indel_ids) if indel_ids is not None else tuple(ordinary_tokens(loaded)[-2:][::-1])
-    build = _builder(cls, config_class, label, loaded.special.mask_id, indel)
+    build = _builder(cls, config_class, label, loaded.special.mask_id, indel, fdfo)
     result = EngineResult(label, against, name, seed)
     run = lambda case: _run_case(build, rule, differences, loaded, case, indel, step_seconds)
-    _search(run, engine_cases(loaded, rule, config or {}, max_rows), result, max_examples)
+    _search(run, engine_cases(loaded, rule, config or {}, max_rows, fdfo), result, max_examples)
     if result.failure is not None:
         result.reproducer = _reproducer(build, rule, differences, loaded, result, indel, step_seconds)
     return result
@@ -129,12 +131,12 @@ def _check_arguments(max_examples, max_rows, config, step_seconds) -> None:
         raise ValueError(f"step_seconds must be a number of seconds in (0, 3600], got {step_seconds!r}")
 
 
-def _builder(cls, config_class, label, mask_id, indel):
+def _builder(cls, config_class, label, mask_id, indel, fdfo: bool = False):
     def build(case: dict):
         config = config_class(algorithm=cls.__name__, algorithm_config=dict(case["config"]),
                               block_size=case["block_size"], mask_id=mask_id,
                               max_running_requests=len(case["prompts"]), delete_token_id=indel[0],
-                              split_token_id=indel[1])
+                              split_token_id=indel[1], first_done_first_out_mode=fdfo)
         try:
             return cls(config)
         except Exception as err:  # the class's own refusal: the contract's constructor failed
@@ -143,7 +145,7 @@ def _builder(cls, config_class, label, mask_id, indel):
 
 
 @st.composite
-def engine_cases(draw, model, rule, fixed: dict, max_rows: int):
+def engine_cases(draw, model, rule, fixed: dict, max_rows: int, fdfo: bool = False):
     """A case: 1..max_rows prompts of 1-6 ordinary tokens, 1-12 new tokens in blocks of 1-6, the rule's knobs
     (``fixed`` overrides them)."""
     tokens = ordinary_tokens(model)
@@ -151,7 +153,7 @@ def engine_cases(draw, model, rule, fixed: dict, max_rows: int):
     prompts = [draw(st.lists(st.sampled_from(tokens), min_size=1, max_size=6)) for _ in range(rows)]
     config = {name: draw(strategy) for name, strategy in rule.knobs.items()}
     return {"prompts": prompts, "gen_length": draw(st.integers(1, 12)), "block_size": draw(st.integers(1, 6)),
-            "config": {**config, **fixed}}
+            "config": {**config, **fixed}, **({"fdfo": True} if fdfo else {})}
 
 
 def resolve_case(case: dict, model) -> dict:

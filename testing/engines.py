@@ -127,6 +127,10 @@ class _Run:
         self.steps, self.transcript, self.round = 0, [], 0
 
     def all_rounds(self) -> None:
+        if self.case.get("fdfo"):
+            from .engine_fdfo import fdfo_rounds
+
+            return fdfo_rounds(self)
         while True:
             rows = [r for r, canvas in enumerate(self.canvases) if self.next_block[r] < canvas.numel() // self.size]
             if not rows:
@@ -184,6 +188,10 @@ class _Round:
         self._after_cap(limit, done)
 
     def decode(self) -> None:
+        self.run_loop(self.initial_states())
+
+    def initial_states(self) -> list:
+        """``init_step_state`` on this round's batch, checked: one state per row."""
         algorithm = self.run.algorithm
         init = getattr(algorithm, "init_step_state", None) or (lambda batch: [None] * batch.batch_size)  # base's
         states = self._call("init_step_state", -1, lambda: init(self.batch))
@@ -191,7 +199,7 @@ class _Round:
             raise _Diverged(self.run.divergence("contract", -1, self.rows[0], f"init_step_state returned "
                                                 f"{_describe(states)}; the contract is a list of {len(self.rows)} "
                                                 "states (one per row)"))
-        self.run_loop(states)
+        return list(states)
 
     def _limit(self) -> int:
         size = self.run.size
@@ -202,12 +210,16 @@ class _Round:
                                                 f"{steps!r}; the contract is an integer >= 1"))
         return min(steps, 4 * size + HARNESS_STEPS)
 
-    def _forward(self) -> torch.Tensor:
+    def write_back(self) -> None:
+        """The engine's blocks into the rows' canvases (what later forwards and blocks see)."""
         run = self.run
         views = self.input_ids.view(len(self.rows), run.size)  # [B, b]
-        for i, r in enumerate(self.rows):  # the engine's blocks are the canvases the forward sees
+        for i, r in enumerate(self.rows):
             start = run.next_block[r] * run.size
             run.canvases[r][start:start + run.size] = views[i]
+
+    def _forward(self) -> torch.Tensor:
+        run = self.run
         return torch.cat([block_logits(run.model, run.canvases[r], run.next_block[r], run.size, run.rounding)
                           for r in self.rows])  # [B*b, V]
 
@@ -219,6 +231,7 @@ class _Round:
         self._check_contract(step, done, logits, given)
         self.run.steps += 1
         compare_step(self, step, before, given, [bool(d) for d in done])
+        self.write_back()
         return done
 
     def _call(self, what: str, step: int, call):

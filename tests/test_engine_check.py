@@ -188,3 +188,26 @@ def test_bad_engine_arguments_are_one_line(argv, said, capsys):
 
     assert main(["check", *argv]) == 2
     assert said in capsys.readouterr().err
+
+
+class StateOnTheInstance(EditRuleAlgorithm):
+    """Keeps the rows' rules on the instance by batch position, not in ``states``, all renewed at each
+    ``init_step_state``: right while a round holds its rows (the sync loop), wrong once a fresh row joins rows that
+    carry theirs (FDFO)."""
+
+    def init_step_state(self, forward_batch):
+        self.kept = dict(enumerate(super().init_step_state(forward_batch)))
+        return [None] * forward_batch.batch_size
+
+    def step(self, forward_batch, full_logits, states):
+        return super().step(forward_batch, full_logits, [self.kept[i] for i in range(forward_batch.batch_size)])
+
+
+def test_fdfo_carries_states_across_rounds():
+    """First-done-first-out (one step per round, rows at their own blocks): the from-scratch example and the
+    edit rule behind the contract pass; state kept by batch position fails there."""
+    assert check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=8, fdfo=True).passed
+    assert check_engine(EditRuleAlgorithm, "editing", model="tiny-sdar", max_examples=8, fdfo=True).passed
+    assert check_engine(StateOnTheInstance, "editing", model="tiny-sdar", max_examples=8).passed
+    broken = check_engine(StateOnTheInstance, "editing", model="tiny-sdar", max_examples=40, fdfo=True)
+    assert not broken.passed and len(broken.failure_case["prompts"]) == 2, broken.markdown()
