@@ -1,6 +1,6 @@
 """SGLang's dLLM algorithms held against veridec's rules by logit replay (spec/engines.md), at 200 cases each on
-two models; writes the verdicts, the stated differences met and any failure to a JSON file that
-benchmarks/engine-conformance.md quotes.
+two models, in the sync loop and in first-done-first-out mode; writes the verdicts, the stated differences met
+and any failure to a JSON file that benchmarks/engine-conformance.md quotes.
 
     python -m tools.engine_conformance --sglang /path/to/unzipped-wheel --out benchmarks/engine-conformance.json
 """
@@ -25,10 +25,12 @@ MODELS = ("blocks", "tiny-sdar")
 def run(root, cases: int, models) -> list[dict]:
     rows = []
     for model in models:
-        for name, against, config in RUNS:
+        for (name, against, config), fdfo in ((each, fdfo) for fdfo in (False, True) for each in RUNS):
             started = time.perf_counter()
-            result = check_engine(name, against, model=model, config=config, max_examples=cases, sglang_root=root)
+            result = check_engine(name, against, model=model, config=config, max_examples=cases, sglang_root=root,
+                                  fdfo=fdfo)
             row = {"algorithm": name, "against": result.against, "config": config or {}, "model": model,
+                   "mode": "fdfo" if fdfo else "sync",
                    "passed": result.passed, "cases": result.cases, "steps": result.steps,
                    "differences": result.differences, "seconds": round(time.perf_counter() - started, 1),
                    "failure": None if result.failure is None else result.failure.message,
