@@ -84,7 +84,10 @@ def _said(kind: str, token: int, old: int) -> str:
 
 
 def explained(divergence: Divergence, differences) -> str | None:
-    """The name of the first stated difference that accounts for ``divergence``, or None."""
+    """The name of the first stated difference that accounts for ``divergence``, or None; "stalled" where the
+    rule itself never finishes the case (no decision to hold the engine to: counted apart, never a pass)."""
+    if divergence.kind == "stalled":
+        return "stalled"
     if divergence.kind == "contract":
         return None
     return next((d.name for d in differences if d.explains(divergence)), None)

@@ -26,18 +26,20 @@ def fdfo_rounds(run) -> None:
             states = [initial[i] if r not in carried else states[i] for i, r in enumerate(rows)]
         done = rnd._step(0, rnd._forward(), states)
         for i, r in enumerate(rows):
-            _advance(run, r, bool(done[i]), states[i], carried, taken)
+            _advance(run, r, bool(done[i]), states[i], carried, taken, getattr(rules[r], "stalled", False))
         run.round += 1
 
 
-def _advance(run, row: int, done: bool, state, carried: dict, taken: dict) -> None:
+def _advance(run, row: int, done: bool, state, carried: dict, taken: dict, stalled: bool) -> None:
     """A done row emits its block (its next one starts fresh); the others carry their state, at most 4 b + 64
-    steps per block (then the divergence ``step cap``: the rule agreed the row was not done)."""
+    steps per block (then ``stalled`` where the rule stalled, else the divergence ``step cap``: the rule agreed
+    the row was not done; FDFO itself has no cap)."""
     if done:
         carried.pop(row, None)
         run.next_block[row] += 1
         return
     carried[row], taken[row] = state, taken[row] + 1
     if taken[row] >= 4 * run.size + HARNESS_STEPS:
-        raise _Diverged(run.divergence("step cap", taken[row], row, f"the row is not done after {taken[row]} steps "
-                                       "of its block, and neither is the rule (the replay stops here)"))
+        said = "the rule stalls (back to a block and state it had seen)" if stalled else "neither is the rule"
+        raise _Diverged(run.divergence("stalled" if stalled else "step cap", taken[row], row, f"the row is not done "
+                                       f"after {taken[row]} steps of its block (FDFO has no cap) and {said}"))

@@ -12,7 +12,8 @@ def engine_markdown(result) -> str:
              f"Against veridec's `{result.against}` rule by logit replay on `{result.model}` (float64 logits, tier E), "
              f"seed {result.seed}: {result.cases} cases, {result.steps} engine steps compared.", ""]
     if result.differences:
-        lines += ["Stated differences met (typed outcomes, not failures):", ""]
+        lines += ["Typed outcomes, not failures (stated differences; `stalled`: the rule itself never finishes the "
+                  "case):", ""]
         lines += [f"- `{name}`: {count} cases" for name, count in sorted(result.differences.items())]
         lines.append("")
     if result.failure is not None:

@@ -46,7 +46,8 @@ class Position:
 
 @dataclass
 class Divergence:
-    """The first step where the engine and the rule differ (``kind``: decision, done, step cap, contract)."""
+    """The first step where the engine and the rule differ (``kind``: decision, done, step cap, contract), or
+    where the replay ends a case the rule never finishes (``stalled``)."""
 
     kind: str
     round: int
@@ -265,11 +266,17 @@ class _Round:
             raise _Diverged(self.run.divergence("contract", step, self.rows[0], problem))
 
     def _after_cap(self, limit: int, done: list) -> None:
-        """The loop ran out of steps with a row not done (the rule agreed it was not): a divergence."""
-        row = self.rows[[bool(d) for d in done].index(False)]
-        raise _Diverged(self.run.divergence("step cap", limit, row, f"the engine's loop ends the block after "
-                                            f"max_steps = {limit} steps and emits it with the row not done; the "
-                                            "rule goes on"))
+        """The loop ran out of steps with a row not done (the rule agreed it was not): ``stalled`` where the rule
+        came back to a block and state it had seen (it repeats its steps forever: the case has no end to hold the
+        engine to), else the divergence ``step cap``."""
+        i = [bool(d) for d in done].index(False)
+        if getattr(self.rules[i], "stalled", False):
+            raise _Diverged(self.run.divergence("stalled", limit, self.rows[i], f"the rule stalls (back to a block "
+                                                f"and state it had seen); the engine's loop emits the block after "
+                                                f"max_steps = {limit} steps as it is"))
+        raise _Diverged(self.run.divergence("step cap", limit, self.rows[i], f"the engine's loop ends the block "
+                                            f"after max_steps = {limit} steps and emits it with the row not done; "
+                                            "the rule goes on"))
 
 
 def _describe(value) -> str:

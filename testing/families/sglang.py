@@ -42,7 +42,17 @@ class RuleStep:
         self.tokens, self.done, self.margin = tokens, done, margin
 
 
-class ThresholdRule:
+class Visits:
+    """A rule's visited (block, state) pairs: ``stalled`` once one comes back before the rule finished, so the rule
+    would repeat its steps forever (the logits are a function of the row's canvas)."""
+
+    def visit(self, block: torch.Tensor, state: tuple) -> None:
+        key = (tuple(block.tolist()), state)
+        self.stalled = getattr(self, "stalled", False) or key in getattr(self, "visited", set())
+        self.visited = getattr(self, "visited", set()) | {key}
+
+
+class ThresholdRule(Visits):
     """Fast-dLLM's threshold rule on one row's block (module docstring); ``inclusive``: ``c >= threshold``."""
 
     def __init__(self, threshold: float, mask_id: int, inclusive: bool = True):
@@ -50,6 +60,7 @@ class ThresholdRule:
 
     def step(self, block: torch.Tensor, is_prompt: torch.Tensor, logits: torch.Tensor) -> RuleStep:
         """block [b], is_prompt [b] bool, logits [b, V] -> the rule's decision."""
+        self.visit(block, ())
         candidates = (block == self.mask_id) & ~is_prompt  # [b]
         if not candidates.any():
             return RuleStep(block.clone(), True)
@@ -62,13 +73,14 @@ class ThresholdRule:
         return RuleStep(result.x[0], False, margin)
 
 
-class EditRule:
+class EditRule(Visits):
     """LLaDA2.1's edit rule and block loop on one row's block (module docstring), one per row and block."""
 
     def __init__(self, params: EditParams, mask_id: int):
         self.params, self.mask_id, self.post, self.finished = params, mask_id, 0, False
 
     def step(self, block: torch.Tensor, is_prompt: torch.Tensor, logits: torch.Tensor) -> RuleStep:
+        self.visit(block, (self.post, self.finished))
         if self.finished:
             return RuleStep(block.clone(), True)
         self.post += not bool(((block == self.mask_id) & ~is_prompt).any())
