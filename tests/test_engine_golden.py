@@ -121,3 +121,39 @@ def test_sglang_itself_takes_the_recorded_decisions(index):
     cls, config_class = load_sglang_algorithm(case["algorithm"], root)
     build = _builder(cls, config_class, case["algorithm"], MASK, tuple(case["case"]["indel_ids"]))
     assert engine_decisions(lambda: build(case["case"]), case["steps"], DTYPE) == [sglang(s) for s in case["steps"]]
+
+
+MASK_LOGITS = [[0.0, 0.0, 0.0, 4.0], [9.0, 0.0, 0.0, 0.0]]  # [b=2, V=4], mask id 3: position 0's argmax is the mask
+
+
+@pytest.mark.parametrize("name", ["LowConfidence", "JointThreshold"])
+def test_sglang_emits_the_mask_token_where_the_model_proposes_it(name):
+    """The finding of benchmarks/engine-conformance.md, logits in, decisions out: where the argmax at a masked
+    position is the mask token, LowConfidence and JointThreshold commit it (the position stays masked), the block
+    never finishes, and the sync loop emits it with the mask id after max_steps (FDFO has no cap: never done)."""
+    import torch
+
+    from veridec.testing.sglang import ReplayBatch, load_sglang_algorithm
+
+    cls, config_class = load_sglang_algorithm(name, _sglang_root())
+    algorithm = cls(config_class(name, {}, block_size=2, mask_id=3, max_running_requests=1))
+    batch = ReplayBatch(torch.tensor([3, 3]), torch.tensor([[False, False]]))
+    states = algorithm.init_step_state(batch)
+    done = [algorithm.step(batch, torch.tensor(MASK_LOGITS, dtype=torch.float64), states)
+            for _ in range(algorithm.max_steps(2))]
+    assert batch.input_ids.tolist() == [3, 0] and not any(d[0] for d in done)
+
+
+def test_veridecs_rule_stalls_on_the_same_logits():
+    """veridec's rules make the same decisions there and come back to a block and state they had seen: the
+    replay's typed outcome ``stalled`` (spec/engines.md EN4), never a pass."""
+    import torch
+
+    from veridec.testing.families.sglang import edit_rule, threshold_rule
+
+    for rule in (threshold_rule({}, 3, False), edit_rule({}, 3)):
+        block, prompt = torch.tensor([3, 3]), torch.tensor([False, False])
+        for _ in range(3):
+            decided = rule.step(block, prompt, torch.tensor(MASK_LOGITS, dtype=torch.float64))
+            block = decided.tokens
+        assert block.tolist() == [3, 0] and not decided.done and rule.stalled
