@@ -3,6 +3,7 @@
 (examples/sglang_threshold_broken.py) are each caught with a shrunk case; bad classes and bad steps fail with a
 clear message naming the step, never a hang or a traceback; the replay's reference side is veridec's decoder."""
 
+import functools
 import sys
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from sglang_threshold_broken import (IgnoresThreshold, OffByOneFromSecondBlock, 
 
 
 def test_the_example_from_scratch_passes():
-    result = check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=12)
-    assert result.passed and result.cases == 12 and result.steps > 25, result.markdown()
+    result = check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=8, max_rows=2)
+    assert result.passed and result.cases == 8 and result.steps > 25, result.markdown()
 
 
 @pytest.mark.parametrize("broken, shrunk", [
@@ -35,7 +36,7 @@ def test_the_example_from_scratch_passes():
     (OffByOneFromSecondBlock, lambda case, d: d.round == 1 and len(case["prompts"]) == 1),
 ])
 def test_each_broken_variant_is_caught_with_a_shrunk_case(broken, shrunk):
-    result = check_engine(broken, "threshold", model="tiny-sdar", max_examples=60)
+    result = check_engine(broken, "threshold", model="tiny-sdar", max_examples=60, max_rows=2)
     assert not result.passed, broken.__name__
     case, divergence = result.failure_case, result.failure
     assert shrunk(case, divergence), divergence.message
@@ -46,7 +47,7 @@ def test_each_broken_variant_is_caught_with_a_shrunk_case(broken, shrunk):
 
 def test_the_strict_variant_passes_against_the_strict_reading():
     """The strict threshold is a reading, not a defect of the comparison: held against it, it passes."""
-    assert check_engine(StrictThreshold, "threshold-strict", model="tiny-sdar", max_examples=25).passed
+    assert check_engine(StrictThreshold, "threshold-strict", model="tiny-sdar", max_examples=10, max_rows=2).passed
 
 
 class NoStep:
@@ -139,6 +140,11 @@ class EditRuleAlgorithm:
         return [decided.done for decided in ruled]
 
 
+@functools.cache
+def _blocks():
+    return float64_model(load_check_model("blocks"))
+
+
 @pytest.mark.parametrize("prompt, gen, size, config", [
     ([5, 6, 7], 5, 4, {"threshold": 0.5, "edit_threshold": 0.5, "max_post_edit_steps": 2}),
     ([3], 4, 2, {"threshold": 0.9, "edit_threshold": 0.0, "max_post_edit_steps": 1}),
@@ -149,7 +155,7 @@ def test_the_replay_decodes_as_the_reference_editing_decoder(prompt, gen, size, 
     ends on the canvas ``veridec.reference.editing.generate`` returns (greedy, one transfer, torch's order)."""
     from veridec.reference.editing import generate
 
-    model = float64_model(load_check_model("blocks"))
+    model = _blocks()
     algorithm = EditRuleAlgorithm(EngineConfig("edit", config, size, model.special.mask_id))
     case = {"prompts": [prompt], "gen_length": gen, "block_size": size, "config": config}
     replay = replay_case(algorithm, RULES["editing"], model, case, record=True)
@@ -167,10 +173,10 @@ def test_the_replay_decodes_as_the_reference_editing_decoder(prompt, gen, size, 
 def test_the_command_checks_an_engine_algorithm(tmp_path, capsys):
     from veridec.harness.cli import main
 
-    broken = f"sglang:{EXAMPLES / 'sglang_threshold_broken.py'}:StopsOnWrongRow"
-    code = main(["check", "--engine", broken, "--against", "threshold", "--model", "tiny-sdar", "--trials", "30",
-                 "--quiet", "--out", str(tmp_path)])
-    assert code == 1 and "the engine keeps the row stepping" in capsys.readouterr().out
+    broken = f"sglang:{EXAMPLES / 'sglang_threshold_broken.py'}:StrictThreshold"
+    code = main(["check", "--engine", broken, "--against", "threshold", "--model", "tiny-sdar", "--trials", "20",
+                 "--max-batch", "2", "--quiet", "--out", str(tmp_path)])
+    assert code == 1 and "the engine kept" in capsys.readouterr().out
     assert (tmp_path / "reproducer.json").is_file() and (tmp_path / "check.md").is_file()
 
 
@@ -206,8 +212,10 @@ class StateOnTheInstance(EditRuleAlgorithm):
 def test_fdfo_carries_states_across_rounds():
     """First-done-first-out (one step per round, rows at their own blocks): the from-scratch example and the
     edit rule behind the contract pass; state kept by batch position fails there."""
-    assert check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=8, fdfo=True).passed
-    assert check_engine(EditRuleAlgorithm, "editing", model="tiny-sdar", max_examples=8, fdfo=True).passed
-    assert check_engine(StateOnTheInstance, "editing", model="tiny-sdar", max_examples=8).passed
-    broken = check_engine(StateOnTheInstance, "editing", model="tiny-sdar", max_examples=40, fdfo=True)
+    short = dict(model="tiny-sdar", config={"edit_threshold": 0.9, "max_post_edit_steps": 2}, max_examples=6,
+                 max_rows=2)
+    assert check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=6, max_rows=2, fdfo=True).passed
+    assert check_engine(EditRuleAlgorithm, "editing", fdfo=True, **short).passed
+    assert check_engine(StateOnTheInstance, "editing", **short).passed
+    broken = check_engine(StateOnTheInstance, "editing", fdfo=True, **{**short, "max_examples": 40})
     assert not broken.passed and len(broken.failure_case["prompts"]) == 2, broken.markdown()
