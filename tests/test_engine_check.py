@@ -214,7 +214,7 @@ def test_fdfo_carries_states_across_rounds():
     edit rule behind the contract pass; state kept by batch position fails there."""
     short = dict(model="tiny-sdar", config={"edit_threshold": 0.9, "max_post_edit_steps": 2}, max_examples=6,
                  max_rows=2)
-    assert check_engine(ThresholdUnmasking, "threshold", model="tiny-sdar", max_examples=6, max_rows=2, fdfo=True).passed
+    assert check_engine(ThresholdUnmasking, "threshold", fdfo=True, **{**short, "config": {}}).passed
     assert check_engine(EditRuleAlgorithm, "editing", fdfo=True, **short).passed
     assert check_engine(StateOnTheInstance, "editing", **short).passed
     broken = check_engine(StateOnTheInstance, "editing", fdfo=True, **{**short, "max_examples": 40})
