@@ -150,7 +150,9 @@ def _anti_loop(divergence) -> bool:
 
 
 def _update_cap(divergence) -> bool:
-    return divergence.step >= divergence.block_size + divergence.config.get("max_post_edit_steps", 16)
+    """Past block_size + max_post_edit_steps updates, the engine commits masks the rule keeps."""
+    late = divergence.step >= divergence.block_size + divergence.config.get("max_post_edit_steps", 16)
+    return late and any(p.engine_kind == "commit" and p.reference_kind == "kept" for p in divergence.positions)
 
 
 STRICT = Difference("strict-threshold", "SGLang commits a mask when c > threshold (strict); Fast-dLLM's official "
