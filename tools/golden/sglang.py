@@ -2,7 +2,8 @@
 
 Loads ``LowConfidence``, ``JointThreshold`` (both of its paths) and ``JointThresholdInDel`` from an sglang
 install or an unzipped wheel (``--sglang``: the folder holding ``sglang/``), runs the logit replay
-(``veridec.testing.engines``) on small deterministic cases on the shipped ``blocks`` model, and writes each case's
+(``veridec.testing.engines``) on small deterministic cases on the shipped ``blocks`` model and on the golden
+checkpoint that proposes the mask token, and writes each case's
 transcript: per step the blocks, prompt masks and float64 logits SGLang's step was given, SGLang's decisions
 (its blocks after the step and its done flags) and veridec's; plus the case's verdict (pass, or the stated
 difference that explains its first divergence). Data only: no SGLang code is written.
@@ -28,50 +29,79 @@ from veridec.testing.families.sglang import BUILT_IN, RULES
 from veridec.testing.models import load_check_model
 from veridec.testing.sglang import ALGORITHMS, load_sglang_algorithm, sglang_root
 
+from .checkpoints import CHECKPOINT_DIR
 from .record import _sha256
 
 SGLANG_FILE = "sglang.json"
 FORMAT = 1
 SEED = 20261205
-MODEL = "blocks"
 RUNS = (("LowConfidence", {}), ("JointThreshold", {}), ("JointThreshold", {"vectorized_decoding": True}),
         ("JointThresholdInDel", {}))
+MASK_RUNS = (("LowConfidence", {}), ("JointThreshold", {}), ("JointThresholdInDel", {}))
+# the shipped blocks model, and the golden checkpoint that proposes the mask token (its stated differences and stalls)
+MODELS = (("blocks", RUNS), ("llada-proposes-mask", MASK_RUNS))
+DRAWN = 24  # cases drawn per algorithm run, of which the golden keeps some (``_record_model``)
 
 
-def cases(algorithm: str, model, count: int, rng: random.Random) -> list[dict]:
-    """Small cases (1-2 rows, prompts of 1-4 tokens, 1-6 new tokens in blocks of 1-4), thresholds at drawn
-    confidences of the decode in every third case (``{"at_confidence": r}``), logits rounded to float32
-    (exact float64 values with short decimal forms: a smaller file)."""
-    tokens = ordinary_tokens(model)
-    drawn = []
+def cases(algorithm: str, model, count: int, rng: random.Random, small: bool = False) -> list[dict]:
+    """Small cases (1-2 rows, prompts of 1-4 tokens, 1-6 new tokens in blocks of 1-4; ``small``: one row, 1-4
+    tokens in blocks of 1-3, at most 2 post-edit steps), thresholds at drawn confidences of the decode in every
+    third case (``{"at_confidence": r}``), logits rounded to float32 (exact float64 values with short decimal
+    forms: a smaller file)."""
+    tokens, drawn = ordinary_tokens(model), []
     for i in range(count):
         config = {"threshold": {"at_confidence": rng.randint(1, 3)} if i % 3 == 0 else rng.choice((0.95, 0.5, 0.2))}
         if algorithm != "LowConfidence":
-            config.update(edit_threshold=rng.choice((0.0, 0.5, 0.9)), max_post_edit_steps=rng.choice((16, 0, 1, 2)))
-        prompts = [[rng.choice(tokens) for _ in range(rng.randint(1, 4))] for _ in range(rng.randint(1, 2))]
-        drawn.append({"prompts": prompts, "gen_length": rng.randint(1, 6), "block_size": rng.randint(1, 4),
-                      "config": config, "rounding": "float32"})
+            config.update(edit_threshold=rng.choice((0.0, 0.5, 0.9)),
+                          max_post_edit_steps=rng.choice((0, 1, 2) if small else (16, 0, 1, 2)))
+        prompts = [[rng.choice(tokens) for _ in range(rng.randint(1, 4))] for _ in range(rng.randint(1, 1 + (
+            not small)))]
+        drawn.append({"prompts": prompts, "gen_length": rng.randint(1, 4 if small else 6),
+                      "block_size": rng.randint(1, 3 if small else 4), "config": config, "rounding": "float32"})
     return drawn
 
 
 def record(root: Path, count: int) -> dict:
-    model = float64_model(load_check_model(MODEL))
-    indel = tuple(ordinary_tokens(model)[-2:][::-1])
-    rng, out = random.Random(SEED), []
-    for name, fixed in RUNS:
-        cls, config_class = load_sglang_algorithm(name, root)
-        against, differences = BUILT_IN[name]
-        build = _builder(cls, config_class, name, model.special.mask_id, indel)
-        for case in cases(name, model, count, rng):
-            case["config"].update(fixed)
-            verdict, replay = _run_case(build, RULES[against], differences, model, case, indel, 10.0, record=True)
-            out.append({"algorithm": name, "against": against, "case": replay.case, "verdict": verdict,
-                        "divergence": None if replay.divergence is None else replay.divergence.message,
-                        "steps": [_short(step) for step in replay.transcript]})
+    rng, out, masks = random.Random(SEED), [], {}
+    for name, runs in MODELS:
+        model = float64_model(load_check_model(_model_path(name)))
+        masks[name] = model.special.mask_id
+        out += _record_model(root, name, model, runs, count, rng)
     files = {f"sglang/srt/dllm/{path}": _sha256(root / "sglang" / "srt" / "dllm" / path)
              for path in ("config.py", "algorithm/base.py", *(f"algorithm/{f}.py" for f in ALGORITHMS.values()))}
-    return {"format": FORMAT, "sglang": _version(root), "model": MODEL, "mask_id": model.special.mask_id,
-            "logits_dtype": "float32", "files": files, "cases": out}
+    return {"format": FORMAT, "sglang": _version(root), "mask_ids": masks, "logits_dtype": "float32",
+            "files": files, "cases": out}
+
+
+def _model_path(name: str) -> str:
+    folder = Path(__file__).resolve().parents[2] / "tests" / "golden" / CHECKPOINT_DIR / name
+    return str(folder) if folder.is_dir() else name
+
+
+def _record_model(root: Path, name: str, model, runs, count: int, rng: random.Random) -> list[dict]:
+    """Per algorithm run: the first ``count`` passing cases and the first case of every other verdict among
+    ``DRAWN`` drawn ones."""
+    indel, out = tuple(ordinary_tokens(model)[-2:][::-1]), []
+    for algorithm, fixed in runs:
+        cls, config_class = load_sglang_algorithm(algorithm, root)
+        against, differences = BUILT_IN[algorithm]
+        build = _builder(cls, config_class, algorithm, model.special.mask_id, indel)
+        kept = {}
+        for case in cases(algorithm, model, DRAWN, rng, small=runs is MASK_RUNS):
+            case["config"].update(fixed)
+            verdict, replay = _run_case(build, RULES[against], differences, model, case, indel, 10.0, record=True)
+            if kept.get(verdict, 0) < (count if verdict == "pass" else 1):
+                kept[verdict] = kept.get(verdict, 0) + 1
+                out.append(_entry(algorithm, against, name, verdict, replay))
+    return out
+
+
+def _entry(algorithm: str, against: str, model: str, verdict: str, replay) -> dict:
+    divergence = replay.divergence
+    return {"algorithm": algorithm, "against": against, "model": model, "case": replay.case, "verdict": verdict,
+            "kind": None if divergence is None else divergence.kind,
+            "divergence": None if divergence is None else divergence.message,
+            "steps": [_short(step) for step in replay.transcript]}
 
 
 def _short(step: dict) -> dict:
@@ -89,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sglang", default=None, help="the folder holding sglang/ (default: the installed one)")
     parser.add_argument("--out", type=Path, default=Path("tests/golden"))
-    parser.add_argument("--cases", type=int, default=5, help="cases per algorithm run")
+    parser.add_argument("--cases", type=int, default=3, help="passing cases kept per algorithm run")
     return parser
 
 
