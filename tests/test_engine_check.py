@@ -219,3 +219,38 @@ def test_fdfo_carries_states_across_rounds():
     assert check_engine(StateOnTheInstance, "editing", **short).passed
     broken = check_engine(StateOnTheInstance, "editing", fdfo=True, **{**short, "max_examples": 40})
     assert not broken.passed and len(broken.failure_case["prompts"]) == 2, broken.markdown()
+
+
+def _divergence(kind="decision", step=0, seen=False, config=None, **position):
+    from veridec.testing.engines import Divergence, Position
+
+    fields = dict(position=5, before=9, engine_token=9, reference_token=3, engine_kind="kept",
+                  reference_kind="commit", confidence=0.5, threshold=0.5)
+    fields.update(position)
+    return Divergence(kind, 0, step, 0, 1, "m", positions=[] if kind != "decision" else [Position(**fields)],
+                      mask_id=9, indel_ids=(7, 8), block_size=4, config=config or {"max_post_edit_steps": 2},
+                      block_seen_before=seen)
+
+
+@pytest.mark.parametrize("name, explained_by, not_explained_by", [
+    ("strict-threshold", _divergence(), _divergence(confidence=0.6)),
+    ("step-cap", _divergence("step cap"), _divergence("done")),
+    ("indel-token", _divergence(reference_token=7), _divergence(reference_token=6)),
+    ("mask-token", _divergence(reference_token=9, reference_kind="revoke", before=4, engine_kind="edit",
+                               engine_token=5), _divergence(reference_token=5, reference_kind="edit", before=4)),
+    ("anti-loop", _divergence(seen=True, engine_kind="edit", reference_kind="edit", before=4, engine_token=5),
+     _divergence(seen=True)),
+    ("update-cap", _divergence(step=6, engine_kind="commit", reference_kind="kept", engine_token=3,
+                               reference_token=9), _divergence(step=5, engine_kind="commit", reference_kind="kept")),
+])
+def test_each_stated_difference_explains_its_own_divergence_only(name, explained_by, not_explained_by):
+    """The typed outcomes' predicates (spec/engines.md EN6): each accounts for its divergence and not for one
+    that looks like it; a contract failure is never excused, a stalled case is its own outcome."""
+    from veridec.testing.engine_compare import explained
+    from veridec.testing.families.sglang import INDEL, STEP_CAP, STRICT
+
+    difference = next(d for d in (STRICT, STEP_CAP, *INDEL) if d.name == name)
+    assert difference.explains(explained_by) and not difference.explains(not_explained_by)
+    assert explained(explained_by, (difference,)) == name and explained(not_explained_by, (difference,)) is None
+    assert explained(_divergence("contract"), (STRICT, STEP_CAP, *INDEL)) is None
+    assert explained(_divergence("stalled"), ()) == "stalled"
