@@ -45,6 +45,8 @@ def _candidate_arguments(chk) -> None:
                      help="check an engine's dLLM algorithm by logit replay (spec/engines.md): sglang:LowConfidence, "
                           "sglang:JointThreshold, sglang:JointThresholdInDel, or sglang:FILE.py:CLASS (a class written "
                           "to SGLang's DllmAlgorithm contract)")
+    chk.add_argument("--fdfo", action="store_true",
+                     help="with --engine: SGLang's first-done-first-out mode (one step per round, states carried)")
     chk.add_argument("--sglang-root", default=None, metavar="DIR",
                      help="with --engine sglang:BUILT-IN: the folder holding sglang/ (an unzipped wheel; default: "
                           "the installed sglang)")
@@ -156,8 +158,8 @@ def _check_decoder_arguments(args) -> None:
         raise UsageError(f"--against is required: one of {', '.join(AGAINST)}")
     if args.against not in AGAINST:
         raise UsageError(f"--against must be one of {', '.join(AGAINST)}, got {args.against!r}")
-    if args.sglang_root is not None:
-        raise UsageError("--sglang-root applies with --engine only")
+    if args.sglang_root is not None or args.fdfo:
+        raise UsageError(f"{'--sglang-root' if args.sglang_root is not None else '--fdfo'} applies with --engine only")
 
 
 def _thread_failed(failure) -> None:

@@ -27,7 +27,7 @@ def run_engine_check(args) -> int:
     try:
         result = check_engine(algorithm, args.against, model=args.model or DEFAULT_MODEL,
                               max_examples=200 if args.trials is None else args.trials, seed=args.seed,
-                              max_rows=args.max_batch, sglang_root=args.sglang_root)
+                              max_rows=args.max_batch, sglang_root=args.sglang_root, fdfo=args.fdfo)
     except (CandidateError, ValueError) as err:  # ContractError is a ValueError
         raise UsageError(str(err)) from err
     report = result.markdown()

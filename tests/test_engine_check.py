@@ -188,6 +188,7 @@ def test_the_command_checks_an_engine_algorithm(tmp_path, capsys):
     (["x.py:f"], "--against is required"),
     (["x.py:f", "--against", "nope"], "--against must be one of"),
     ([], "the candidate is required"),
+    (["x.py:f", "--against", "llada", "--fdfo"], "--fdfo applies with --engine only"),
 ])
 def test_bad_engine_arguments_are_one_line(argv, said, capsys):
     from veridec.harness.cli import main
