@@ -213,13 +213,14 @@ class StateOnTheInstance(EditRuleAlgorithm):
 def test_fdfo_carries_states_across_rounds():
     """First-done-first-out (one step per round, rows at their own blocks): the from-scratch example and the
     edit rule behind the contract pass; state kept by batch position fails there."""
-    short = dict(model="tiny-sdar", config={"edit_threshold": 0.9, "max_post_edit_steps": 2}, max_examples=6,
+    short = dict(model="tiny-sdar", config={"edit_threshold": 0.0, "max_post_edit_steps": 1}, max_examples=4,
                  max_rows=2)
     assert check_engine(ThresholdUnmasking, "threshold", fdfo=True, **{**short, "config": {}}).passed
     assert check_engine(EditRuleAlgorithm, "editing", fdfo=True, **short).passed
     assert check_engine(StateOnTheInstance, "editing", **short).passed
-    broken = check_engine(StateOnTheInstance, "editing", fdfo=True, **{**short, "max_examples": 40})
-    assert not broken.passed and len(broken.failure_case["prompts"]) == 2, broken.markdown()
+    for seed in (0, 1):  # caught within the first 7 cases at seeds 0-3 (measured), not by one lucky draw
+        broken = check_engine(StateOnTheInstance, "editing", fdfo=True, seed=seed, **{**short, "max_examples": 30})
+        assert not broken.passed and len(broken.failure_case["prompts"]) == 2, broken.markdown()
 
 
 def _divergence(kind="decision", step=0, seen=False, config=None, **position):
