@@ -256,3 +256,15 @@ def test_each_stated_difference_explains_its_own_divergence_only(name, explained
     assert explained(explained_by, (difference,)) == name and explained(not_explained_by, (difference,)) is None
     assert explained(_divergence("contract"), (STRICT, STEP_CAP, *INDEL)) is None
     assert explained(_divergence("stalled"), ()) == "stalled"
+
+
+@pytest.mark.parametrize("fdfo", [False, True])
+def test_a_case_the_rule_never_finishes_is_stalled_not_passed(fdfo):
+    """On a model that proposes the mask token, the threshold rule commits it and comes back to its block: the
+    case is ``stalled`` (counted apart), in the sync loop (after max_steps) and in FDFO (after 4 b + 64 steps);
+    a step cap without a stall stays a divergence (spec/engines.md EN4)."""
+    folder = Path(__file__).parent / "golden" / "checkpoints" / "llada-proposes-mask"
+    result = check_engine(ThresholdUnmasking, "threshold", model=str(folder), max_examples=12, max_rows=1,
+                          fdfo=fdfo)
+    assert result.passed and result.differences.get("stalled", 0) >= 1, result.markdown()
+    assert result.cases - result.differences["stalled"] >= 1  # cases that end, compared to their last step
