@@ -187,3 +187,41 @@ def test_veridecs_rule_stalls_on_the_same_logits():
             decided = rule.step(block, prompt, torch.tensor(MASK_LOGITS, dtype=torch.float64))
             block = decided.tokens
         assert block.tolist() == [3, 0] and not decided.done and rule.stalled
+
+
+class RecordedRunner:
+    """A ModelRunner stand-in whose forwards return a round's recorded logits in turn (the last again past them:
+    a capped loop forwards once more after its last step)."""
+
+    def __init__(self, logits: list):
+        self.logits, self.calls = logits, 0
+
+    def forward(self, forward_batch, pp_proxy_tensors=None):
+        from types import SimpleNamespace
+
+        full = self.logits[min(self.calls, len(self.logits) - 1)]
+        self.calls += 1
+        return SimpleNamespace(logits_output=SimpleNamespace(full_logits=full.clone()), can_run_graph=False)
+
+
+@pytest.mark.parametrize("index", [i for i, c in enumerate(CASES) if c["verdict"] == "pass" or c["kind"] in CAPPED])
+def test_sglangs_own_run_loop_takes_the_replays_steps(index):
+    """SGLang's own ``DllmAlgorithm.run`` (its sync loop: ``_run_sync``), fed each round's recorded logits, makes
+    the steps the replay's mirror of it made: as many, with the same blocks and done flags."""
+    from veridec.testing.engine_check import _builder
+    from veridec.testing.engine_golden import _tensors
+    from veridec.testing.sglang import ReplayBatch, load_sglang_algorithm
+
+    root, case = _sglang_root(), CASES[index]
+    cls, config_class = load_sglang_algorithm(case["algorithm"], root)
+    algorithm = _builder(cls, config_class, case["algorithm"], MASKS[case["model"]],
+                         tuple(case["case"]["indel_ids"]))(case["case"])
+    taken, step = [], algorithm.step
+    algorithm.step = lambda batch, logits, states: taken.append(step(batch, logits, states)) or taken[-1]
+    for number in sorted({s["round"] for s in case["steps"]}):
+        steps = [s for s in case["steps"] if s["round"] == number]
+        ids, prompt_mask, _ = _tensors(steps[0], DTYPE)
+        batch, taken[:] = ReplayBatch(ids.flatten().clone(), prompt_mask), []
+        algorithm.run(RecordedRunner([_tensors(s, DTYPE)[2] for s in steps]), batch)
+        assert [list(map(bool, d)) for d in taken] == [s["engine"]["done"] for s in steps]
+        assert batch.input_ids.tolist() == steps[-1]["engine"]["input_ids"]
