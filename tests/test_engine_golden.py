@@ -225,3 +225,36 @@ def test_sglangs_own_run_loop_takes_the_replays_steps(index):
         algorithm.run(RecordedRunner([_tensors(s, DTYPE)[2] for s in steps]), batch)
         assert [list(map(bool, d)) for d in taken] == [s["engine"]["done"] for s in steps]
         assert batch.input_ids.tolist() == steps[-1]["engine"]["input_ids"]
+
+
+FDFO_CASES = [{"prompts": [[5, 6, 7], [8]], "gen_length": 6, "block_size": 2, "config": {}},
+              {"prompts": [[1], [2, 3, 4, 5], [6, 7]], "gen_length": 5, "block_size": 3,
+               "config": {"threshold": 0.5, "edit_threshold": 0.0, "max_post_edit_steps": 1}}]
+
+
+@pytest.mark.parametrize("name", ["LowConfidence", "JointThreshold", "JointThresholdInDel"])
+@pytest.mark.parametrize("case", FDFO_CASES)
+def test_sglangs_own_fdfo_run_takes_the_replays_steps(name, case):
+    """SGLang's own ``run`` in first-done-first-out mode (``_run_fdfo``: one step per call, states carried by the
+    caller), fed each round of an FDFO replay's transcript, emits the rows the replay's mirror emitted, with the
+    same blocks."""
+    from veridec.testing.engine_check import _builder, _run_case
+    from veridec.testing.engine_golden import _tensors
+    from veridec.testing.engines import float64_model
+    from veridec.testing.families.sglang import BUILT_IN
+    from veridec.testing.models import load_check_model
+    from veridec.testing.sglang import ReplayBatch, load_sglang_algorithm
+
+    cls, config_class = load_sglang_algorithm(name, _sglang_root())
+    model = float64_model(load_check_model("blocks"))
+    build = _builder(cls, config_class, name, model.special.mask_id, (42, 41), fdfo=True)
+    against, differences = BUILT_IN[name]
+    _, replay = _run_case(build, RULES[against], differences, model, {**case, "fdfo": True}, (42, 41), 10.0, True)
+    algorithm, carried = build(replay.case), {}
+    for step in replay.transcript:
+        ids, prompt_mask, logits = _tensors(step)
+        batch = ReplayBatch(ids.flatten().clone(), prompt_mask)
+        out = algorithm.run(RecordedRunner([logits]), batch, [carried.get(r) for r in step["rows"]])
+        assert out[2] == [case["block_size"] if done else 0 for done in step["engine"]["done"]]  # accepted
+        assert [t for row in out[1] for t in row] == step["engine"]["input_ids"]
+        carried = {r: state for r, state in zip(step["rows"], out[3]) if state is not None}
