@@ -17,7 +17,11 @@ from veridec.testing.guard import MAX_CASE_TIMEOUT, WATCHERS, exits_refused
 from veridec.testing.official import OFFICIAL_DEFECT_MODES
 from veridec.testing.validation import checked_baseline
 
+from veridec.testing.candidates import PROMPT_FORMS
+from veridec.testing.families.sglang import RULES as ENGINE_RULES
+
 from .child import child_status, saved_streams
+from .engine_command import run_engine_check
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
 DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
@@ -32,8 +36,20 @@ def add_parser(commands) -> None:
 
 def _candidate_arguments(chk) -> None:
     """What is checked, against what, on which model and cases."""
-    chk.add_argument("candidate", help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings)")
-    chk.add_argument("--against", choices=AGAINST, required=True, help="the veridec decoder to compare with")
+    chk.add_argument("candidate", nargs="?", default=None,
+                     help="FILE.py:FUNCTION, called as FUNCTION(model, prompt, **settings) (none with --engine)")
+    chk.add_argument("--against", default=None, metavar="DECODER",
+                     help=f"the veridec decoder to compare with ({', '.join(AGAINST)}); with --engine, the rule "
+                          f"({', '.join(ENGINE_RULES)})")
+    chk.add_argument("--engine", default=None, metavar="sglang:ALGORITHM",
+                     help="check an engine's dLLM algorithm by logit replay (spec/engines.md): sglang:LowConfidence, "
+                          "sglang:JointThreshold, sglang:JointThresholdInDel, or sglang:FILE.py:CLASS (a class written "
+                          "to SGLang's DllmAlgorithm contract)")
+    chk.add_argument("--fdfo", action="store_true",
+                     help="with --engine: SGLang's first-done-first-out mode (one step per round, states carried)")
+    chk.add_argument("--sglang-root", default=None, metavar="DIR",
+                     help="with --engine sglang:BUILT-IN: the folder holding sglang/ (an unzipped wheel; default: "
+                          "the installed sglang)")
     chk.add_argument("--cache", choices=CACHES, default="none", help="its cache policy (fastdllm: prefix, dual)")
     chk.add_argument("--convention", choices=CONVENTIONS, default=None,
                      help="how the candidate calls the model (default: that of the official counterpart)")
@@ -46,6 +62,10 @@ def _candidate_arguments(chk) -> None:
     chk.add_argument("--seed", type=seed, default=0)
     chk.add_argument("--max-batch", type=integer(1, 64), default=3, help="the largest batch the candidate takes")
     chk.add_argument("--no-padding", action="store_true", help="the candidate ignores attention masks")
+    chk.add_argument("--prompt-form", choices=PROMPT_FORMS, default="auto",
+                     help="how the candidate takes the prompt: a tensor, or a dict {'input_ids': ...} as "
+                          "JetAstra/SDAR's published block_diffusion_generate reads it (auto: a dict where the prompt "
+                          "parameter is annotated as dict, Mapping or BatchEncoding)")
 
 
 def _tier_arguments(chk) -> None:
@@ -104,6 +124,9 @@ def _output_arguments(chk) -> None:
 
 
 def run_check_command(args) -> int:
+    if args.engine is not None:
+        return run_engine_check(args)
+    _check_decoder_arguments(args)
     check_output_file(args.json, "--json")
     check_output_dir(args.out, "--out", ("check.md", "check.json"))
     case = _parse_case(args.case)
@@ -125,6 +148,18 @@ def run_check_command(args) -> int:
     finally:
         WATCHERS.remove(watcher)
         threading.excepthook = hook
+
+
+def _check_decoder_arguments(args) -> None:
+    """A decoder check names its candidate and a veridec decoder (--sglang-root belongs to --engine)."""
+    if args.candidate is None:
+        raise UsageError("the candidate is required: FILE.py:FUNCTION (or --engine sglang:ALGORITHM)")
+    if args.against is None:
+        raise UsageError(f"--against is required: one of {', '.join(AGAINST)}")
+    if args.against not in AGAINST:
+        raise UsageError(f"--against must be one of {', '.join(AGAINST)}, got {args.against!r}")
+    if args.sglang_root is not None or args.fdfo:
+        raise UsageError(f"{'--sglang-root' if args.sglang_root is not None else '--fdfo'} applies with --engine only")
 
 
 def _thread_failed(failure) -> None:
@@ -170,7 +205,8 @@ def _checked(args, model: str, baseline: dict | None, case: dict | None):
                          delta=0.05 if args.delta is None else args.delta, samples=args.samples,
                          official_defects=args.official_defects, knobs=not args.no_knobs,
                          case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
-                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args))
+                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args),
+                         prompt_form=args.prompt_form)
 
 
 def _candidate_model(args) -> str | None:

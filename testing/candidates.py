@@ -89,13 +89,23 @@ class Fit:
     names: frozenset[str]  # keyword parameters it names
     defaults: dict  # their defaults (inspect.Parameter.empty where none)
     accepts_any: bool  # it takes **kwargs
+    prompt_form: str = "tensor"  # how it takes the prompt: "tensor" [B, P], or "dict" {"input_ids": [B, P]}
 
     def takes(self, name: str) -> bool:
         return self.accepts_any or name in self.names
 
 
-def fit_candidate(candidate: Callable, target) -> Fit:
-    """Check that ``candidate`` takes (model, prompt, ...) and the target's length setting; name what is wrong."""
+PROMPT_FORMS = ("auto", "tensor", "dict")
+DICT_ANNOTATIONS = ("dict", "Dict", "Mapping", "BatchEncoding")  # a prompt annotated so is passed as a dict
+
+
+def fit_candidate(candidate: Callable, target, prompt_form: str = "auto") -> Fit:
+    """Check that ``candidate`` takes (model, prompt, ...) and the target's length setting; name what is wrong.
+    ``prompt_form``: "tensor", "dict" (``{"input_ids": prompt}``, as JetAstra/SDAR's published
+    ``block_diffusion_generate`` reads it), or "auto": "dict" where the prompt parameter is annotated as a dict,
+    Mapping or BatchEncoding, else "tensor"."""
+    if prompt_form not in PROMPT_FORMS:
+        raise CandidateError(f"prompt_form must be one of {', '.join(PROMPT_FORMS)}, got {prompt_form!r}")
     try:
         parameters = list(inspect.signature(candidate).parameters.values())
     except (TypeError, ValueError) as err:
@@ -107,7 +117,8 @@ def fit_candidate(candidate: Callable, target) -> Fit:
         raise CandidateError(f"{label} must take (model, prompt, ...) positionally; its signature is "
                              f"{inspect.signature(candidate)}")
     keyword = {p.name: p.default for p in parameters[2:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    fit = Fit(frozenset(keyword), keyword, any(p.kind == p.VAR_KEYWORD for p in parameters))
+    form = _prompt_form(positional[1] if len(positional) > 1 else None) if prompt_form == "auto" else prompt_form
+    fit = Fit(frozenset(keyword), keyword, any(p.kind == p.VAR_KEYWORD for p in parameters), form)
     if not fit.takes(target.length_name):
         raise CandidateError(f"{label} takes no {target.length_name!r}, so it fits no {target.convention} "
                              f"convention (signature {inspect.signature(candidate)})")
@@ -116,6 +127,16 @@ def fit_candidate(candidate: Callable, target) -> Fit:
     if required:
         raise CandidateError(f"{label} requires {', '.join(required)}, which {target.name} does not take")
     return fit
+
+
+def _prompt_form(parameter) -> str:
+    """"dict" where the prompt parameter's annotation names a dict, Mapping or BatchEncoding (a string under
+    ``from __future__ import annotations``), else "tensor"."""
+    if parameter is None or parameter.annotation is inspect.Parameter.empty:
+        return "tensor"
+    annotation = parameter.annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "") or repr(annotation)
+    return "dict" if any(name in text for name in DICT_ANNOTATIONS) else "tensor"
 
 
 def call_candidate(candidate: Callable, fit: Fit, model, prompt, attention_mask, settings: dict, mask_name: str,
@@ -127,7 +148,9 @@ def call_candidate(candidate: Callable, fit: Fit, model, prompt, attention_mask,
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
     given = prompt.clone(), None if attention_mask is None else attention_mask.clone()
-    output = split_output(candidate(model, prompt, **kwargs))
+    argument = prompt if fit.prompt_form == "tensor" else {"input_ids": prompt, **(
+        {} if attention_mask is None else {"attention_mask": attention_mask})}
+    output = split_output(candidate(model, argument, **kwargs))
     if not torch.equal(prompt, given[0]) or (attention_mask is not None and not torch.equal(attention_mask, given[1])):
         raise CandidateError("the candidate changed the prompt or attention mask it was given (in place); a decoder "
                              "must leave its inputs as they were")

@@ -105,7 +105,8 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   ties: str = "lowest", alpha: float = 0.01, delta: float = 0.05, samples: int | None = None,
                   official_defects: str = "match", knobs: bool = True,
                   case_timeout: float | None = None, candidate_model=None, trust_remote_code: bool = False,
-                  agreement: Agreement | dict | None = None, upstream_defects: str | None = None) -> CheckResult:
+                  agreement: Agreement | dict | None = None, upstream_defects: str | None = None,
+                  prompt_form: str = "auto") -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -129,6 +130,9 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     "hf" loads ``model``'s folder with transformers' auto classes (its own modelling code only with
     ``trust_remote_code=True``). ``agreement`` (tier A, spec EC10): vLLM's token-agreement rule, an ``Agreement``
     or ``{"top_k": k, "max_gap": nats}``; every case must agree at its first divergent position.
+    ``prompt_form``: how the candidate takes the prompt: "tensor", "dict" (``{"input_ids": prompt}``, as
+    JetAstra/SDAR's published ``block_diffusion_generate``), "auto" (a dict where its prompt parameter is
+    annotated as one, else a tensor).
     ``upstream_defects``: the former name of ``official_defects`` (deprecated).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     if upstream_defects is not None:
@@ -165,6 +169,7 @@ class _Options:
     candidate_model: object
     trust_remote_code: bool
     agreement: object
+    prompt_form: str
 
 
 def _check(candidate: Callable, against, o: _Options) -> CheckResult:
@@ -182,7 +187,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
                                                     getattr(model, "vocab_size", None), goal.length_name, o.max_batch)
     baseline = None if o.baseline is None or not mode.uses_baseline else checked_baseline(o.baseline)
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
-    fit = fit_candidate(candidate, goal)
+    fit = fit_candidate(candidate, goal, o.prompt_form)
     rule = _agreement_rule(o.agreement, mode)
     own, own_label = own_model(o.candidate_model, model_source, o.trust_remote_code)
     difference = None if own is None else preflight(own, model, convention)
