@@ -14,8 +14,8 @@ import torch
 
 from veridec.checks import check_flag, check_generator
 from veridec.decoding import check_logits
-from veridec.rules.fastdllm_v2 import (V2Params, check_v2_model, current_sub_block, stop_reached, sub_block_step,
-                                       token_shift, v2_canvas)
+from veridec.rules.fastdllm_v2 import (V2Params, boundary_token, check_v2_model, current_sub_block, stop_reached,
+                                       sub_block_step, token_shift, v2_canvas)
 from veridec.trace import Decoded, RowStep, Trace, record_rows
 
 
@@ -84,13 +84,9 @@ class _Run:
     def _boundary(self, row: int, position: int, logits: torch.Tensor) -> RowStep:
         if self.stopped[row] or self.x[row, position] != self.mask_id:
             return self._empty()
-        probs = torch.softmax(logits, dim=-1)
-        token = int(probs.argmax())
-        self.x[row, position] = token
-        top2 = logits.double().topk(2).values
+        self.x[row, position], record = boundary_token(logits, position, self.record_logits)
         self._check_stop(row)
-        return RowStep([position], [token], [float(probs[token])], [float(top2[0] - top2[1])], float("inf"),
-                       [logits.float().tolist()] if self.record_logits else None)
+        return record
 
     def _decode_block(self, start: int, end: int) -> None:
         """V2.4-V2.6: steps until every live row's block is complete, each row in its own current sub-block."""

@@ -12,8 +12,8 @@ import torch
 
 from veridec.checks import check_generator
 from veridec.decoding import check_logits
-from veridec.rules.fastdllm_v2 import (V2Params, check_v2_model, current_sub_block, stop_reached, sub_block_step,
-                                       v2_canvas)
+from veridec.rules.fastdllm_v2 import (V2Params, boundary_token, check_v2_model, current_sub_block, stop_reached,
+                                       sub_block_step, v2_canvas)
 from veridec.trace import Decoded, RowStep, Trace, record_rows
 
 
@@ -70,12 +70,7 @@ def _boundary(model, x, position: int, params: V2Params, stop: int, mask_id: int
     logits = model(x[:, :position + 1], block_size=params.block_size).logits[0, position]  # [V]
     trace.counters.add_forward(rows=1, queries=position + 1)
     check_logits(logits[None, None], trace.progress, offset=position)
-    probs = torch.softmax(logits, dim=-1)
-    token = int(probs.argmax())
-    x[0, position] = token
-    top2 = logits.double().topk(2).values
-    record = RowStep([position], [token], [float(probs[token])], [float(top2[0] - top2[1])], float("inf"),
-                     [logits.float().tolist()] if record_logits else None)
+    x[0, position], record = boundary_token(logits, position, record_logits)
     _record(trace, position // params.block_size, row, record, record_logits)
     return stop_reached(x[0, length:], stop, mask_id)
 

@@ -114,6 +114,18 @@ def sub_block_step(logits, x, masked, params: V2Params, offset: int, mask_id: in
     return torch.where(chosen, tokens[0], x), record
 
 
+def boundary_token(logits: torch.Tensor, position: int, record_logits: bool = False):
+    """V2.7: the token at a block's first position from the logits [V] of the output before it: their argmax at
+    every temperature (lowest id on ties) -> (the token, the row's step record with its probability)."""
+    from ..trace import RowStep
+
+    probs = torch.softmax(logits, dim=-1)
+    token = int(probs.argmax())
+    top2 = logits.double().topk(2).values
+    return token, RowStep([position], [token], [float(probs[token])], [float(top2[0] - top2[1])], float("inf"),
+                          [logits.float().tolist()] if record_logits else None)
+
+
 def stop_reached(generated: torch.Tensor, stop_token: int, mask_id: int) -> bool:
     """V2.9: the generated tokens [n] of a row hold ``stop_token`` with no mask before its first occurrence."""
     found = (generated == stop_token).nonzero()
