@@ -79,7 +79,7 @@ class _Run:
         last = raw[:, -1]  # [B, V] scores position end
         check_logits(last[:, None], self.trace.progress, offset=end)
         records = [self._boundary(row, end, last[row]) for row in range(self.rows)]
-        self._record(end // self.params.block_size, records)
+        self._record(end // self.params.block_size - 1, records)  # the step of the last block stored
 
     def _boundary(self, row: int, position: int, logits: torch.Tensor) -> RowStep:
         if self.stopped[row] or self.x[row, position] != self.mask_id:

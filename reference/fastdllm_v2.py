@@ -71,7 +71,7 @@ def _boundary(model, x, position: int, params: V2Params, stop: int, mask_id: int
     trace.counters.add_forward(rows=1, queries=position + 1)
     check_logits(logits[None, None], trace.progress, offset=position)
     x[0, position], record = boundary_token(logits, position, record_logits)
-    _record(trace, position // params.block_size, row, record, record_logits)
+    _record(trace, position // params.block_size - 1, row, record, record_logits)  # the block before it
     return stop_reached(x[0, length:], stop, mask_id)
 
 

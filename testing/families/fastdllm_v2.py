@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
+from veridec.optimized import fastdllm_v2 as cached
 from veridec.rules.fastdllm_v2 import V2Params, generated_tokens
+from veridec.trace import Decoded, StepRecord
 
 from ..official import Official, OfficialDefect, defect
 from .common import KNOB_TEMPERATURES, Family, choices, kept
@@ -16,7 +18,7 @@ V2_SETTINGS = ("max_new_tokens", "block_size", "small_block_size", "threshold", 
 V2_STRUCTURE = ("max_new_tokens", "block_size", "small_block_size")
 SHAPES = ((4, 2), (4, 4), (8, 4), (8, 2), (8, 8))  # (block_size, small_block_size) a check draws
 THRESHOLDS = (0.9, 0.5, 0.2, 0.05, 1.0)
-TOP_PS = (0.95, 0.8)
+TOP_PS = (0.95, 0.8, 0.1)  # 0.1: a nucleus of one token, probability 1.0 exactly (V2.6 at threshold 1)
 
 TOP_P_ROW_ZERO = ("V2.11.1", "temperature > 0 at batch > 1: the published top-p sampler draws for row 0 only and the "
                   "commit indexes its [1, W] draw with a [B, W] mask (IndexError, NVlabs/Fast-dLLM#64)", "raises")
@@ -106,7 +108,7 @@ def _step_of(trace, row: int, position: int) -> int:
 
 
 def _defects(case, steps, stalled, model, prompt, mask):
-    from veridec.trace import Decoded, Trace
+    from veridec.trace import Trace
 
     lengths = [prompt.shape[1]] * prompt.shape[0] if mask is None else mask.sum(dim=1).tolist()
     trace = Trace("target", {}, prompt.shape[1], prompt.shape[0], list(steps))
@@ -158,3 +160,40 @@ FAMILY = Family("fastdllm-v2", lambda names, model, defaults, sampled: v2_settin
                 knobs={"threshold": choices("threshold", THRESHOLDS), "small_block_size": small_block_sizes,
                        "temperature": choices("temperature", KNOB_TEMPERATURES), "top_p": choices("top_p", TOP_PS)},
                 resolve=lambda case, model, prompt, mask: case)
+
+
+# --------------------------------------------------------------------------------------------- the target
+def v2_target(model, prompt, attention_mask, ties, **settings) -> Decoded:
+    """The prefix-cached decoder (V2.10) with its trace as the recording of the published calls places commits:
+    one step per model call (an empty one first for the prefill); a boundary token is no commit where a later call
+    shows its block (that call first shows it filled), and is placed at the first call where none does (the last
+    block's, or a stop there: no call shows it masked)."""
+    decoded = cached.generate(model, prompt, attention_mask, **settings)
+    trace, rows, b = decoded.trace, prompt.shape[0], settings.get("block_size", 32)
+    lengths = [prompt.shape[1]] * rows if attention_mask is None else attention_mask.sum(dim=1).tolist()
+    shown = {step.block for step in trace.steps}  # the blocks some call showed (a step's block: the one it forwards)
+    steps = [StepRecord(-1, *([[] for _ in range(rows)] for _ in range(4)), [float("inf")] * rows)] \
+        if min(lengths) >= b else []
+    steps += [_without_boundaries(step, b) for step in trace.steps]
+    for step in trace.steps:
+        for row, positions in enumerate(step.positions):
+            for position, token in zip(positions, step.tokens[row]):
+                if position % b == 0 and position // b not in shown:
+                    _commit(steps[0], row, position, token)
+    trace.steps = steps
+    return decoded
+
+
+def _commit(step: StepRecord, row: int, position: int, token: int) -> None:
+    step.positions[row].append(position)
+    step.tokens[row].append(token)
+    step.confidences[row].append(float("nan"))
+    step.margins[row].append(float("nan"))
+
+
+def _without_boundaries(step: StepRecord, block_size: int) -> StepRecord:
+    """A step without its boundary commits: those at a block's first position (a step never decodes one, V2.7)."""
+    keep = [[i for i, p in enumerate(positions) if p % block_size] for positions in step.positions]
+    pick = lambda values: [[row[i] for i in kept] for row, kept in zip(values, keep)]  # noqa: E731
+    return StepRecord(step.block, pick(step.positions), pick(step.tokens), pick(step.confidences),
+                      pick(step.margins), list(step.selection_gaps))
