@@ -1,7 +1,7 @@
 """Fast-dLLM v2's ``generate`` written from spec/fastdllm_v2.md alone, in the published modelling's calling
 convention (``model.forward(input_ids=..., use_cache=True, past_key_values=..., update_past_key_values=...,
 block_size=...)``, raw logits: position j scores token j + 1). Rows of one prompt length; returns the whole canvas,
-uncut (a stopped row keeps the masks it left). ``veridec check`` holds it against veridec's decoder:
+a row that stopped cut after its stop token (masks past it). ``veridec check`` holds it against veridec's decoder:
 
     veridec check examples/fastdllm_v2_sampler.py:generate --against fastdllm-v2 --model tiny-fastdllm-v2
 """
@@ -34,6 +34,15 @@ class V2Sampler:
             if all(self.stopped):
                 break
             cache = self.store(x, start, end, cache)
+        return self.cut(x)
+
+    def cut(self, x):
+        """As the published generate returns it: a row cut after its first generated stop token (V2.9), the
+        positions past it masks, so that every row keeps the canvas's width."""
+        for row in range(x.shape[0]):
+            found = (x[row, self.length:] == self.stop).nonzero()
+            if self.stopped[row] and len(found):
+                x[row, self.length + int(found[0, 0]) + 1:] = self.mask_id
         return x
 
     def forward(self, x, start, end, cache, store):

@@ -164,7 +164,8 @@ FAMILY = Family("fastdllm-v2", lambda names, model, defaults, sampled: v2_settin
 
 # --------------------------------------------------------------------------------------------- the target
 def v2_target(model, prompt, attention_mask, ties, **settings) -> Decoded:
-    """The prefix-cached decoder (V2.10) with its trace as the recording of the published calls places commits:
+    """The prefix-cached decoder (V2.10), its canvas cut after each row's stop as ``generate`` returns it (the rest
+    masks), with its trace as the recording of the published calls places commits:
     one step per model call (an empty one first for the prefill); a boundary token is no commit where a later call
     shows its block (that call first shows it filled), and is placed at the first call where none does (the last
     block's, or a stop there: no call shows it masked)."""
@@ -180,8 +181,34 @@ def v2_target(model, prompt, attention_mask, ties, **settings) -> Decoded:
             for position, token in zip(positions, step.tokens[row]):
                 if position % b == 0 and position // b not in shown:
                     _commit(steps[0], row, position, token)
-    trace.steps = steps
+    cuts = _cut_after_stops(decoded.canvas, lengths, settings.get("stop_token", model.special.eos_id),
+                            model.special.mask_id)
+    trace.steps = [_unseen_past_cuts(step, k, steps, cuts, b) for k, step in enumerate(steps)]
     return decoded
+
+
+def _cut_after_stops(canvas, lengths: list[int], stop: int, mask_id: int) -> list:
+    """V2.9 as ``generate`` returns it: a row cut after its first generated stop token, the positions past it shown
+    as masks (in place, canvas [B, T]); returns each row's first masked position (None: not cut)."""
+    cuts = []
+    for row, length in enumerate(lengths):
+        tokens = generated_tokens(canvas[row].cpu(), length, stop)
+        stopped = len(tokens) > length and tokens[-1] == stop
+        if stopped:
+            canvas[row, len(tokens):] = mask_id
+        cuts.append(len(tokens) if stopped else None)
+    return cuts
+
+
+def _unseen_past_cuts(step: StepRecord, index: int, steps: list, cuts: list, block_size: int) -> StepRecord:
+    """Step ``index`` without its commits past a row's cut that no later call shows (the recording sees them only
+    in the final canvas, masked); one a later call of its block shows stays (a commit, then a revocation)."""
+    later = {other.block for other in steps[index + 1:]}
+    keep = [[i for i, p in enumerate(positions) if cuts[row] is None or p < cuts[row] or p // block_size in later]
+            for row, positions in enumerate(step.positions)]
+    pick = lambda values: [[row[i] for i in kept] for row, kept in zip(values, keep)]  # noqa: E731
+    return StepRecord(step.block, pick(step.positions), pick(step.tokens), pick(step.confidences),
+                      pick(step.margins), list(step.selection_gaps))
 
 
 def _commit(step: StepRecord, row: int, position: int, token: int) -> None:
