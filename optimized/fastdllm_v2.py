@@ -18,18 +18,22 @@ from veridec.rules.fastdllm_v2 import (V2Params, boundary_token, check_v2_model,
                                        sub_block_step, token_shift, v2_canvas)
 from veridec.trace import Decoded, RowStep, Trace, record_rows
 
+from .compiled import compiled
+
 
 @torch.no_grad()
 def generate(model, prompt: torch.Tensor, attention_mask: torch.Tensor | None = None, *, max_new_tokens: int,
              block_size: int = 32, small_block_size: int = 8, threshold: float = 1.0, temperature: float = 0.0,
              top_p: float = 0.95, stop_token: int | None = None, use_block_cache: bool = False,
-             mask_id: int | None = None, generator: torch.Generator | None = None,
-             record_logits: bool = False) -> Decoded:
+             mask_id: int | None = None, generator: torch.Generator | None = None, record_logits: bool = False,
+             compile: bool | dict = False) -> Decoded:
     """Decode left-padded prompts [B, P] as ``veridec.reference.fastdllm_v2.generate`` does (same canvas, same
-    commits per row; one step per model call, the rows side by side)."""
+    commits per row; one step per model call, the rows side by side). ``compile``: True (or torch.compile options)
+    runs the block calls compiled, one graph per shape (``veridec.optimized.compiled``); the loop is the same."""
     check_generator(generator)
     check_flag("use_block_cache", use_block_cache)
     check_v2_model(model)
+    model = compiled(model, compile)
     params = V2Params(max_new_tokens, block_size, small_block_size, threshold, temperature, top_p, stop_token)
     mask_id = model.special.mask_id if mask_id is None else mask_id
     if use_block_cache and prompt.shape[0] > 1:

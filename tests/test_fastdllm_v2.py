@@ -178,3 +178,24 @@ def test_the_block_cache_is_exact_where_the_sub_block_is_the_block_and_drifts_ot
         drift += int(not torch.equal(exact.canvas, cached.canvas))
         saved += exact.trace.counters.query_positions - cached.trace.counters.query_positions
     assert drift >= 1 and saved > 0  # the approximation is real on this model, and it saves query positions
+
+
+def test_the_benchmark_tool_reports_tier_e_and_the_block_caches_saving():
+    """tools/fastdllm_v2_bench.py --tiny (no published code here): the prefix cache exact to the reference, the
+    block cache fewer query positions for the same calls."""
+    from tools.fastdllm_v2_bench import TINY, run
+
+    row = run(TINY, 10, 32, (8,), None)["rows"][0]
+    assert row["exactness"]["prefix_vs_reference"] == {"tier": "E", "commit_order_match": 1.0, "token_match": 1.0,
+                                                       "max_logit_error": 0.0}
+    assert row["block_cache"]["model_calls"] == row["prefix_cache"]["model_calls"]
+    assert row["block_cache"]["query_positions"] < row["prefix_cache"]["query_positions"]
+
+
+def test_compiled_decoding_equals_eager(model):
+    """``compile``: the block calls under torch.compile (aot_eager runs the eager kernels): the same canvas and
+    commits as the eager decode."""
+    prompt, settings = torch.tensor([ROWS[1]]), dict(max_new_tokens=8, block_size=8, small_block_size=4, threshold=0.3)
+    eager = optimized.generate(model, prompt, **settings)
+    fast = optimized.generate(model, prompt, **settings, compile={"backend": "aot_eager"})
+    assert torch.equal(eager.canvas, fast.canvas) and eager.trace.commit_order(0) == fast.trace.commit_order(0)
