@@ -25,7 +25,7 @@ class V2Sampler:
         x[:, :length] = input_ids
         self.length, self.stopped, cache = length, [False] * rows, None
         first = length // self.b
-        if first:  # the prompt's whole blocks, stored at once; the boundary token after them (V2.7)
+        if self.prefills(length):  # the prompt's whole blocks, stored at once; the boundary token after them (V2.7)
             cache = self.store(x, 0, first * self.b, cache)
         for block in range(first, blocks):
             start, end = block * self.b, (block + 1) * self.b
@@ -44,6 +44,9 @@ class V2Sampler:
             if self.stopped[row] and len(found):
                 x[row, self.length + int(found[0, 0]) + 1:] = self.mask_id
         return x
+
+    def prefills(self, length):
+        return length >= self.b  # a prompt of one whole block or more (V2.3)
 
     def forward(self, x, start, end, cache, store):
         return self.model.forward(input_ids=x[:, start:end], use_cache=True, past_key_values=cache,
