@@ -70,3 +70,45 @@ def test_the_command_line_check_passes_the_example(capsys):
     code = main(["check", f"{EXAMPLES / 'fastdllm_v2_sampler.py'}:generate", "--against", "fastdllm-v2",
                  "--trials", "8", "--no-knobs", "--quiet"])
     assert code == 0, capsys.readouterr().out
+
+
+def measured_block_rounding(model) -> float:
+    """numerics.tolerance of the check model's block-causal forwards (finite entries: the mask token is banned)
+    against a float64 copy, the largest over the drawn block sizes, on a prompt and masks."""
+    import copy
+
+    from veridec.numerics import tolerance
+
+    higher = copy.deepcopy(model).double()
+    x = torch.tensor([[1, 2, 3, 4, 5, 6] + [model.special.mask_id] * 10])  # [1, 16]
+    worst = 0.0
+    for b in (4, 8):
+        low, high = model(x, block_size=b).logits, higher(x, block_size=b).logits
+        finite = torch.isfinite(high)
+        worst = max(worst, tolerance(low[finite], high[finite]))
+    return worst
+
+
+def test_tier_a_measures_each_block_calls_logit_error():
+    """Each block call's raw logits (query j scores token j + 1) against a block-causal forward of the canvas it
+    showed: the example within the measured rounding; a decoder that stores each block at its first step, masks
+    and all, reads stale and misplaced keys (the negative control)."""
+    sampler = load_candidate(f"{EXAMPLES / 'fastdllm_v2_sampler.py'}:V2Sampler")
+
+    class StoresAtFirstStep(sampler):
+        def forward(self, x, start, end, cache, store):
+            first = not store and getattr(self, "stored_at", None) != start  # a block's first decode step
+            self.stored_at = start
+            return super().forward(x, start, end, cache, store or first)
+
+    def stale(model, input_ids, max_new_tokens, mask_id=151665, threshold=1, small_block_size=8, block_size=32,
+              stop_token=151645, top_p=0.95, temperature=0):
+        return StoresAtFirstStep(model, mask_id, max_new_tokens, block_size, small_block_size, threshold, stop_token,
+                                 top_p, temperature).run(input_ids)
+
+    rounding = measured_block_rounding(load_check_model("tiny-fastdllm-v2"))
+    run = dict(model="tiny-fastdllm-v2", tier="A", max_examples=10, knobs=False)
+    good = check_decoder(candidate("generate"), "fastdllm-v2", **run)
+    bad = check_decoder(stale, "fastdllm-v2", **run)
+    assert 0 < good.metrics["max_logit_error"] <= rounding, (good.metrics, rounding)
+    assert bad.metrics["max_logit_error"] > 1000 * rounding, bad.metrics
