@@ -24,7 +24,8 @@ from .child import child_status, saved_streams
 from .engine_command import run_engine_check
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
-DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
+# --against -> its --model default (else default)
+DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar", "fastdllm-v2": "tiny-fastdllm-v2"}
 
 
 def add_parser(commands) -> None:

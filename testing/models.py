@@ -1,10 +1,10 @@
 """The models a check runs on: the shipped ones, a checkpoint folder, or tiny random ones built for checking.
 
-The tiny check models (``tiny-llada``, ``tiny-dream``, ``tiny-sdar``: block diffusion) are random transformers made
-to exercise a decoder's decisions: their LM head is scaled (confidences spread over (0, 1), so thresholds decide
-something), tokens come in pairs with identical LM-head rows (every argmax among a pair is an exact tie, which spec
-SQ0.4 breaks to the lower id), and they never propose the mask token (a decoder whose model does keeps the position
-masked, and the official threshold loops then never end).
+The tiny check models (``tiny-llada``, ``tiny-dream``, ``tiny-sdar`` and ``tiny-fastdllm-v2``: block diffusion) are
+random transformers made to exercise a decoder's decisions: their LM head is scaled (confidences spread over (0, 1),
+so thresholds decide something), tokens come in pairs with identical LM-head rows (every argmax among a pair is an
+exact tie, which spec SQ0.4 breaks to the lower id), and they never propose the mask token (a decoder whose model
+does keeps the position masked, and the official threshold loops then never end).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from veridec.models import random_model
 from veridec.models.shipped import SHIPPED, load_model
 from veridec.models.tiny import never_predicts_mask
 
-TINY = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar"}
+TINY = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar", "tiny-fastdllm-v2": "fastdllm_v2"}
 ORACLES = ("oracle-joint", "oracle-hmm")  # exact conditionals: tier S holds samples against exact laws
 MODEL_NAMES = (*SHIPPED, *TINY, *ORACLES)
 TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
@@ -25,8 +25,8 @@ LOGIT_SCALE = 4.0
 
 
 def load_check_model(name: str = "default", device: str | torch.device = "cpu"):
-    """The model ``name`` names: default | hmm | blocks | tiny-llada | tiny-dream | tiny-sdar | oracle-joint |
-    oracle-hmm | a model folder."""
+    """The model ``name`` names: default | hmm | blocks | tiny-llada | tiny-dream | tiny-sdar | tiny-fastdllm-v2 |
+    oracle-joint | oracle-hmm | a model folder."""
     if name in TINY:
         return tiny_check_model(TINY[name]).to(device)
     if name in ORACLES:

@@ -22,6 +22,7 @@ from .hooks import live_hooks
 from .targets import Target
 
 CALL_SLACK = 64  # model calls a candidate may make beyond twice the target's before it counts as looping
+BLOCK_CONVENTIONS = {"hf-block": "block_length", "fastdllm-v2": "block_size"}  # block calls: their block setting
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,9 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
         if measure_logits and own:  # what a cache inside the user's model changed, call by call
             side.drift = recording.drift(adapt(setup.model, setup.convention))
             side.logit_error = max(side.drift, default=None)
-        elif measure_logits and setup.convention == "hf-block" and side.canvas is not None:
-            side.logit_error = max(recording.block_logit_errors(side.canvas, case["settings"]["block_length"], mask),
-                                   default=None)
+        elif measure_logits and setup.convention in BLOCK_CONVENTIONS and side.canvas is not None:
+            block = case["settings"][BLOCK_CONVENTIONS[setup.convention]]
+            side.logit_error = max(recording.block_logit_errors(side.canvas, block, mask), default=None)
         elif measure_logits and side.trace is not None:  # the trace places the commits the errors need
             side.logit_error = max(recording.logit_errors(side.canvas, prompt.shape[1], mask), default=None)
         return side

@@ -7,6 +7,8 @@ official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ
 calls the model, one step per model call (BD9).
 ``llada2`` is LLaDA2.0's loop (spec/block_diffusion.md BD12.1): full block-causal forwards of the canvas up to the
 block's end, one per step, in the llada convention's explicit call; one row.
+``fastdllm-v2`` is Fast-dLLM v2's ``generate`` (spec/fastdllm_v2.md) in the published modelling's calling convention,
+prefix-cached, one step per model call.
 ``fastdllm-2025-06`` is the June 2025 loop of Fast-dLLM (commit 24cc59e: the extra cached forward of FD6, no
 factor mode). ``target(against, cache)`` gives the decoder, the calling convention its official counterpart
 speaks, and the settings it understands; ``against`` may also be any callable in a convention (a reference of
@@ -25,7 +27,7 @@ from veridec.reference import dream, llada
 from veridec.reference import fastdllm as fastdllm_reference
 from veridec.reference.block_diffusion import llada2_generate
 
-from .families import block, editing, sdar, wino
+from .families import block, editing, fastdllm_v2, sdar, wino
 from .families import dream as dream_family
 from .families.common import Family
 from .official import Official
@@ -102,6 +104,9 @@ TARGETS = {
     ("llada2", "none"): Target("llada2", "llada", _veridec(llada2_generate), sdar.LLADA2_SETTINGS,
                                call="veridec.reference.block_diffusion.llada2_generate", max_batch=1,
                                family=sdar.LLADA2),
+    ("fastdllm-v2", "none"): Target("fastdllm-v2", "fastdllm-v2", fastdllm_v2.v2_target, fastdllm_v2.V2_SETTINGS,
+                                    length_name="max_new_tokens", call="veridec.optimized.fastdllm_v2.generate",
+                                    official=fastdllm_v2.GENERATE, family=fastdllm_v2.FAMILY),
     ("editing", "none"): Target("editing", "llada", editing.EDITING, editing.EDITING_SETTINGS,
                                 length_name="max_new_tokens", call="veridec.reference.editing.generate", max_batch=1,
                                 family=editing.FAMILY),
@@ -131,7 +136,8 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
     from .candidates import fit_candidate  # the same signature rules as a candidate's
 
     base = {"llada": TARGETS[("fastdllm", "none")], "fastdllm": TARGETS[("fastdllm", "dual")],
-            "dream": TARGETS[("dream", "none")], "hf-block": TARGETS[("sdar", "none")]}
+            "dream": TARGETS[("dream", "none")], "hf-block": TARGETS[("sdar", "none")],
+            "fastdllm-v2": TARGETS[("fastdllm-v2", "none")]}
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     template = base[convention]

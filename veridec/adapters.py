@@ -8,6 +8,8 @@ LLaDA, Fast-dLLM or Dream runs unchanged on the shipped models, tiny and loaded 
     FastDLLMConvention(model)(x, past_key_values=..., use_cache=True, replace_position=...)   # Fast-dLLM's cache
     DreamConvention(model)(x, attention_mask, tok_idx).logits     # Dream's diffusion_generate (shifted logits)
     HFBlockConvention(model)(x, attention_mask=m, position_ids=p, past_key_values=cache, store_kv=True)  # SDAR
+    FastDLLMV2Convention(model).forward(input_ids=x, use_cache=True, past_key_values=cache,
+                                        update_past_key_values=True, block_size=32)  # Fast-dLLM v2's modelling
 
 ``adapt(model, convention)`` picks one by name. Every adapter has ``device``, ``dtype`` and ``config``
 (``mask_token_id``, ``pad_token_id``, ``max_position_embeddings``, ``vocab_size``), and passes any other
@@ -26,7 +28,7 @@ import torch
 from .decoding import check_llada_layout
 from .models import KVCache
 
-CONVENTIONS = ("llada", "fastdllm", "dream", "hf-block")
+CONVENTIONS = ("llada", "fastdllm", "dream", "hf-block", "fastdllm-v2")
 
 
 @dataclass
@@ -318,10 +320,75 @@ def _block_visibility(attention_mask, batch: int, queries: int, keys: int, devic
     return mask.bool().to(device)
 
 
+@dataclass
+class V2Cache:
+    """The ``past_key_values`` a Fast-dLLM v2 convention call hands back: veridec's static cache of the run and the
+    positions stored so far (the published ``DynamicCache``'s ``get_seq_length()``)."""
+
+    cache: KVCache
+    stored: int = 0
+
+    def get_seq_length(self, layer: int = 0) -> int:
+        return self.stored
+
+    def __len__(self) -> int:  # DynamicCache's: the layers holding keys (none before the first store)
+        return len(self.cache.keys) if self.stored else 0
+
+
+class FastDLLMV2Convention(_Convention):
+    """The published Fast-dLLM v2 modelling's call (spec/fastdllm_v2.md V2.1, ``Fast_dLLM_QwenForCausalLM
+    .forward``): ``model.forward(input_ids=x, use_cache=True, past_key_values=c, update_past_key_values=u,
+    block_size=b)`` (``model(...)`` too) -> ``.logits`` [B, Q, V] raw (query j scores token j + 1) and
+    ``.past_key_values``. The Q tokens sit at positions ``c.get_seq_length()`` onward and attend to the stored
+    positions and to each other under the block-causal mask of blocks of ``block_size`` on absolute positions
+    (the published default 32 where not passed); ``update_past_key_values=True`` stores them. ``past_key_values``
+    None starts an empty cache (returned). The block cache (``use_block_cache``) is not served: refused by name.
+    Logit shift 1 (the fastdllm_v2 layout; a transformer with ``forward_dynamic``)."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        if getattr(model, "logit_shift", None) != 1 or not hasattr(model, "forward_dynamic"):
+            raise ValueError("the fastdllm-v2 convention needs a transformer with logit shift 1 (the fastdllm_v2 "
+                             "layout)")
+
+    def forward(self, input_ids=None, past_key_values=None, use_cache=None, update_past_key_values=False,
+                block_size=32, use_block_cache=False, **unused):
+        if use_block_cache:
+            raise ValueError("use_block_cache: the fastdllm-v2 convention serves the prefix cache only (V2.8's block "
+                             "cache is not adapted)")
+        x = input_ids
+        batch, queries = x.shape
+        handle = V2Cache(self.model.new_cache(batch, self.model.max_length)) if past_key_values is None else \
+            past_key_values
+        stored, length = handle.stored, handle.cache.length
+        if stored + queries > length:
+            raise ValueError(f"the run stored {stored} positions and adds {queries}: more than the model's max_length "
+                             f"{length}")
+        positions = torch.arange(stored, stored + queries, device=x.device)  # [Q] absolute positions
+        keys = torch.arange(length, device=x.device)  # [L] slot s holds position s
+        sees = (keys[None] // block_size <= positions[:, None] // block_size) & (keys[None] < stored)  # [Q, L]
+        own = positions[None] // block_size <= positions[:, None] // block_size  # [Q, Q]
+        if update_past_key_values:
+            visible = sees | ((keys[None] >= stored) & (keys[None] < stored + queries) &
+                              (keys[None] // block_size <= positions[:, None] // block_size))
+        else:
+            visible = torch.cat([sees, own], dim=1)  # [Q, L + Q]
+        bias = torch.zeros(visible.shape, dtype=torch.float64, device=x.device).masked_fill(~visible, -math.inf)
+        out = self.model.forward_dynamic(x, positions.expand(batch, -1), handle.cache,
+                                         append_at=stored if update_past_key_values else None,
+                                         attn_bias=bias[None, None])
+        if update_past_key_values:
+            handle.stored = stored + queries
+        return SimpleNamespace(logits=out.logits, past_key_values=handle if use_cache else None)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
 def adapt(model, convention: str):
-    """``model`` behind the named convention: "llada", "fastdllm", "dream" or "hf-block"."""
+    """``model`` behind the named convention: "llada", "fastdllm", "dream", "hf-block" or "fastdllm-v2"."""
     adapters = {"llada": LLaDAConvention, "fastdllm": FastDLLMConvention, "dream": DreamConvention,
-                "hf-block": HFBlockConvention}
+                "hf-block": HFBlockConvention, "fastdllm-v2": FastDLLMV2Convention}
     if convention not in adapters:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     return adapters[convention](model)

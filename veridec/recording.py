@@ -229,21 +229,24 @@ class RecordingModel:
         """Each kept block call's largest absolute logit difference (float64, finite entries) from a block-causal
         forward (spec/block_diffusion.md BD1, blocks of ``block_size``) of the canvas it showed: the final
         ``canvas`` [B, L] with the call's tokens at its positions, up to the end of its last block (a finished
-        block never changes again, so the final canvas holds what came before). Rows with left padding
+        block never changes again, so the final canvas holds what came before); for a model with logit shift 1
+        (Fast-dLLM v2) the query at j is held against the token-aligned logits at j + 1. Rows with left padding
         (``attention_mask`` [B, P] with zeros) are left out: their canvas layout is the decoder's own."""
         final = canvas.detach().cpu()
         rows = [r for r in range(final.shape[0]) if attention_mask is None or bool(attention_mask[r].all())]
+        shift = getattr(self.model, "logit_shift", 0)  # a call's query j scores token j + shift (Fast-dLLM v2: 1)
         errors = []
         for call in self.calls:
             if call.kind != "block" or call.logits is None or not rows:
                 continue
-            end = whole_blocks(int(call.positions[rows].max()) + 1, block_size)
+            end = whole_blocks(int(call.positions[rows].max()) + 1, block_size) + shift
             shown = torch.full((final.shape[0], max(end, final.shape[1])), self.model.special.mask_id,
                                dtype=final.dtype, device="cpu")  # [B, W]
             shown[:, :final.shape[1]] = final
             shown.scatter_(1, call.positions, call.tokens)
             truth = self.model(shown[rows, :end].to(self.model.device), block_size=block_size).logits.cpu()  # [R, E, V]
-            want = truth.gather(1, call.positions[rows, :, None].expand(-1, -1, truth.shape[-1])).double()  # [R, Q, V]
+            scored = call.positions[rows, :, None] + shift  # [R, Q, 1] the tokens the queries score
+            want = truth.gather(1, scored.expand(-1, -1, truth.shape[-1])).double()  # [R, Q, V]
             got = call.logits[rows].double()
             errors.append(finite_difference(want, got))
         return errors

@@ -55,6 +55,8 @@ CHECKPOINTS = {
     "sdar": CheckpointSpec("sdar", 105),  # head_dim 16 apart from hidden / heads = 8, grouped K/V, q/k norms
     "sdar-tied": CheckpointSpec("sdar", 106, {**SMALL, "tie_embeddings": True}, logit_scale=2.0,
                                 mask_row_scale=1.0),  # the tied head proposes the mask token (spec BD7.4)
+    "fastdllm-v2": CheckpointSpec("fastdllm_v2", 107),  # Qwen2 names, q/k/v biases, grouped K/V (spec V2.1)
+    "fastdllm-v2-tied": CheckpointSpec("fastdllm_v2", 108, {**SMALL, "tie_embeddings": True}, logit_scale=3.0),
 }
 
 

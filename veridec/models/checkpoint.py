@@ -149,6 +149,8 @@ def _special_tokens(config: dict, tokenizer, layout: Layout, folder: Path, vocab
     tokenizer_mask = None if tokenizer is None else tokenizer.mask_token_id
     if mask_id is None:
         mask_id = tokenizer_mask
+    if mask_id is None and tokenizer is not None and layout.mask_token in tokenizer.get_vocab():
+        mask_id = tokenizer.convert_tokens_to_ids(layout.mask_token)  # Fast-dLLM v2: an additional special token
     if mask_id is None:
         raise ValueError(f"{source}: no mask token (mask_token_id is missing and the tokenizer has none)")
     if tokenizer_mask is not None and tokenizer.mask_token != layout.mask_token:

@@ -7,6 +7,10 @@
 - SDAR (JetLM/SDAR-*, Gen-Verse/TraDo-*: block diffusion, ``SDARConfig``): Qwen3 config and tensor names, per-head
   q/k RMSNorm before RoPE, ``head_dim`` from the config; token i is scored at position i; decoded block by
   block under block-causal attention (spec/block_diffusion.md).
+- Fast-dLLM v2 (Efficient-Large-Model/Fast_dLLM_v2_*, ``Fast_dLLM_QwenConfig``): Qwen2 config and tensor names with
+  q/k/v biases, ``bd_size`` (the training block size); block diffusion whose block position i is scored by the
+  output at i - 1 (token shift, logit shift 1; spec/fastdllm_v2.md V2.1). Its tokenizer's mask token is an
+  additional special token ``|<MASK>|`` (id 151665), not the tokenizer's ``mask_token``.
 """
 
 from __future__ import annotations
@@ -162,6 +166,36 @@ def _sdar_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
     }
 
 
+def _v2_to_config(c: dict) -> TransformerConfig:
+    """Fast-dLLM v2: Dream's (Qwen2's) keys; every layer full attention; ``bd_size``, when given, an integer."""
+    _reject(c, {"hidden_act": "silu", "use_sliding_window": False, "rope_scaling": None}, "Fast-dLLM v2")
+    layer_types = c.get("layer_types")
+    if layer_types is not None and any(kind != "full_attention" for kind in layer_types):
+        raise ValueError(f"layer_types {sorted(set(layer_types))} is not supported (only full_attention)")
+    if c.get("bd_size") is not None:
+        _integer(c, "bd_size")
+    return _dream_to_config(c)
+
+
+def _v2_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
+    """The keys ``Fast_dLLM_QwenConfig`` reads, the mask id written out (the official config has none: its
+    tokenizer names the mask token)."""
+    return {
+        "architectures": ["Fast_dLLM_QwenForCausalLM"], "model_type": "Fast_dLLM_Qwen", "hidden_act": "silu",
+        "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
+        "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+        "num_hidden_layers": cfg.num_layers, "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
+        "rms_norm_eps": cfg.rms_norm_eps, "tie_word_embeddings": cfg.tie_embeddings,
+        "max_position_embeddings": cfg.max_length, "use_sliding_window": False, "sliding_window": None,
+        "max_window_layers": cfg.num_layers, "layer_types": ["full_attention"] * cfg.num_layers, "rope_scaling": None,
+        "attention_dropout": 0.0, "bd_size": V2_BLOCK_SIZE, "mask_token_id": special.mask_id,
+        "eos_token_id": special.eos_id, "pad_token_id": special.pad_id, "bos_token_id": special.eos_id,
+    }
+
+
+V2_BLOCK_SIZE = 32  # Fast_dLLM_v2_7B's bd_size and generate's block_size
+
+
 def _dream_from_config(cfg: TransformerConfig, special: SpecialTokens) -> dict:
     return {
         "architectures": ["DreamModel"], "model_type": "Dream", "hidden_act": "silu",
@@ -229,7 +263,14 @@ SDAR = Layout(
     to_config=_sdar_to_config, from_config=_sdar_from_config,
 )
 
-LAYOUTS = {layout.name: layout for layout in (LLADA, DREAM, SDAR)}
+FASTDLLM_V2 = Layout(
+    name="fastdllm_v2", model_types=("Fast_dLLM_Qwen",), logit_shift=1, eot_token="<|im_end|>", mask_token="|<MASK>|",
+    default_special=SpecialTokens(mask_id=151665, eos_id=151645, eot_id=151645, pad_id=151643),
+    layer_names=_column(LAYER_NAMES, 1), global_names=_column(GLOBAL_NAMES, 1),
+    to_config=_v2_to_config, from_config=_v2_from_config,
+)
+
+LAYOUTS = {layout.name: layout for layout in (LLADA, DREAM, SDAR, FASTDLLM_V2)}
 
 
 def layout_for(config: dict, source: str = "config.json") -> Layout:

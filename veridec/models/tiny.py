@@ -18,7 +18,7 @@ from .layouts import LAYOUTS
 from .transformer import BidirectionalTransformer, TransformerConfig
 
 TINY_SIZES = dict(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
-LAYOUT_OPTIONS = {"llada": {}, "dream": dict(qkv_bias=True),
+LAYOUT_OPTIONS = {"llada": {}, "dream": dict(qkv_bias=True), "fastdllm_v2": dict(qkv_bias=True),
                   "sdar": dict(qk_norm=True, explicit_head_dim=16)}  # SDAR: head_dim apart from hidden / heads
 
 
