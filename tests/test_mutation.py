@@ -16,6 +16,7 @@ from tools.mutants_block_diffusion import MUTANTS as BLOCK_DIFFUSION
 from tools.mutants_block_parallel import MUTANTS as BLOCK_PARALLEL
 from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_checker_block import MUTANTS as CHECKER_BLOCK
+from tools.mutants_fastdllm_v2 import MUTANTS as FASTDLLM_V2
 from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 from tools.mutants_llada2 import MUTANTS as LLADA2
@@ -60,7 +61,8 @@ def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
                           + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL)
-                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW) + len(CHECKER_BLOCK))
+                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW) + len(CHECKER_BLOCK)
+                          + len(FASTDLLM_V2))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

@@ -446,14 +446,16 @@ MUTANTS: list[Mutant] = [
         "spec/parallel.md P11 (Dream's shifted window); spec/fastdllm.md FD6", (DECODERS, CACHE)),
     Mutant(
         "cached-forward-counted-as-full", "optimized/parallel.py",
-        "run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)",
-        "run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=True)",
+        "check=False, **options)  # fed is the block geometry: no host read\n"
+        "    run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)",
+        "check=False, **options)  # fed is the block geometry: no host read\n"
+        "    run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=True)",
         "every cached forward is counted as a full forward",
         "spec/parallel.md P11 (counters); spec/notation.md N8", (CACHE, COUNTERS)),
     Mutant(
         "cached-candidate-at-block-end", "optimized/parallel.py",
-        "stop = block.end - window.start  # window columns before the block's end: every candidate lies there",
-        "stop = block.end + 1 - window.start  # window columns before the block's end: every candidate lies there",
+        "stop = block.end - window_start  # window columns before the block's end: every candidate lies there",
+        "stop = block.end + 1 - window_start  # window columns before the block's end: every candidate lies there",
         "the first position after the block is a candidate of the block's steps",
         "spec/parallel.md P11 (candidates)", (DECODERS, CACHE)),
     Mutant(
@@ -470,8 +472,8 @@ MUTANTS: list[Mutant] = [
         "spec/parallel.md P8 (dependency), P11", (DECODERS,)),
     Mutant(
         "step-columns-start-at-the-block", "optimized/parallel.py",
-        "slice(max(0, block.first - window.start),",
-        "slice(max(0, block.start - window.start),",
+        "slice(max(0, block.first - window_start),",
+        "slice(max(0, block.start - window_start),",
         "a step's columns start at the block, so masks inside the prompt stop competing in no-cache steps",
         "spec/parallel.md P11 (what a step reads; candidates)", (DECODERS, FASTDLLM)),
     Mutant(

@@ -365,10 +365,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "run-block-errors-mask-dropped",
         "testing/running.py",
-        '            side.logit_error = max(recording.block_logit_errors(side.canvas, '
-        'case["settings"]["block_length"], mask),\n',
-        '            side.logit_error = max(recording.block_logit_errors(side.canvas, '
-        'case["settings"]["block_length"]),\n',
+        '            side.logit_error = max(recording.block_logit_errors(side.canvas, block, mask), default=None)\n',
+        '            side.logit_error = max(recording.block_logit_errors(side.canvas, block), default=None)\n',
         "run_candidate drops the attention mask when measuring an hf-block candidate's logit errors: padded rows "
         "are measured in the wrong layout",
         "spec/block_diffusion.md BD9", (CHECK, RECORDING),

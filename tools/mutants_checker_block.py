@@ -404,8 +404,8 @@ BLOCK = [
     Mutant(
         name="record-step-gap-against-masks-before-the-step",
         path="veridec/trace.py",
-        original="left = (after == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked",
-        replacement="left = (before == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked",
+        original="left = (after == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked\n    strongest = torch.where(left, conf, -torch.inf).amax(dim=1)  # [B]",
+        replacement="left = (before == mask_id) & torch.isfinite(conf)  # [B, W] candidates left masked\n    strongest = torch.where(left, conf, -torch.inf).amax(dim=1)  # [B]",
         description="the selection gap's strongest candidate is taken over the masks before the step (the commits included), so every gap is at most 0",
         clause="spec/sequential.md SQ0.5",
         tests=("tests/test_trace_records.py", "tests/test_block_parallel.py", "tests/test_compare.py"),

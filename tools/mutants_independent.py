@@ -168,8 +168,10 @@ WRITTEN = [
 
     # ------------------------------------------------------------------ optimized/ (6)
     Mutant("cached-counter-forgets-shift", "optimized/parallel.py",
-           "run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)",
-           "run.trace.counters.add_forward(rows=x.shape[0], queries=end - block.start, full=False)",
+           "check=False, **options)  # fed is the block geometry: no host read\n"
+           "    run.trace.counters.add_forward(rows=x.shape[0], queries=fed.shape[1], full=False)",
+           "check=False, **options)  # fed is the block geometry: no host read\n"
+           "    run.trace.counters.add_forward(rows=x.shape[0], queries=end - block.start, full=False)",
            "cached forwards count the window only, not the extra Dream query at s - 1",
            "spec/parallel.md P11", ()),
     Mutant("cached-block-step-restarts-at-zero", "optimized/parallel.py",

@@ -378,8 +378,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "p2-command-remote-code-without-flag",
         "harness/check_command.py",
-        "                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args))\n",
-        "                         trust_remote_code=args.hf_model, agreement=_agreement(args))\n",
+        "                         trust_remote_code=args.trust_remote_code, agreement=_agreement(args),\n",
+        "                         trust_remote_code=args.hf_model, agreement=_agreement(args),\n",
         "--hf-model alone runs the modelling code shipped in the folder, as if --trust-remote-code were given",
         "spec/exactness.md EC9", (HF_MODEL, OWN_MODEL),
     ),

@@ -520,7 +520,7 @@ CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants
               "tools/mutants_block_diffusion.py", "tools/mutants_hostile.py", "tools/mutants_block_parallel.py",
               "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py",
               "tools/mutants_narrow.py",
-              "tools/mutants_checker_block.py")
+              "tools/mutants_checker_block.py", "tools/mutants_fastdllm_v2.py")
 
 
 def load_catalogue(path: str | None) -> list[Mutant]:
