@@ -4,11 +4,12 @@ over the canvas, reading that cache. The output sequences live in one preallocat
 are left-padded with ``attention_mask``. The rule is veridec.rules.diffusiongemma's, as in the reference.
 
     from veridec.optimized.diffusiongemma import generate
-    canvas, trace = generate(model, input_ids, attention_mask, max_new_tokens=32, cache="static")
+    canvas, trace = generate(model, input_ids, attention_mask, max_new_tokens=32, cache_implementation="static")
 
-``cache``: "dynamic" (transformers' DynamicCache, the official default) or "static" (a StaticCache sized for the
-whole decode, the official ``cache_implementation="static"``). ``compile=True`` compiles the decoder forward with
-torch.compile (mode "reduce-overhead" on CUDA, the default mode elsewhere), applied from outside the rule.
+``cache_implementation``: "dynamic" (transformers' DynamicCache, the official default) or "static" (a StaticCache
+of P + max_new_tokens positions, as the official ``cache_implementation="static"`` sizes it: DG2.4).
+``compile=True`` compiles the decoder forward with torch.compile (mode "reduce-overhead" on CUDA, the default mode
+elsewhere), applied from outside the rule.
 """
 
 from __future__ import annotations
@@ -16,24 +17,24 @@ from __future__ import annotations
 import torch
 
 from veridec.checks import check_choice, check_flag
-from veridec.rules.diffusiongemma import (canvases_for, check_decode_inputs, check_step_finite, denoising_step,
-                                          draw_noise, finalize_canvas, new_stop_state, record_step, settings_for)
+from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_step_finite,
+                                          denoising_step, draw_noise, finalize_canvas, new_stop_state, record_step,
+                                          settings_for)
 from veridec.trace import Decoded, Trace
 
-CACHES = ("dynamic", "static")
 
 
 @torch.no_grad()
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, max_new_tokens=...,
              max_denoising_steps=..., entropy_bound=..., t_min=..., t_max=..., stability_threshold=...,
-             confidence_threshold=..., eos_token_id=..., pad_token_id=..., cache: str = "dynamic",
+             confidence_threshold=..., eos_token_id=..., pad_token_id=..., cache_implementation: str = "dynamic",
              compile: bool = False, generator: torch.Generator | None = None) -> Decoded:
     """Decode ``input_ids`` [B, P] (left-padded with ``attention_mask`` [B, P]) -> Decoded(sequences [B, P + c *
     L], trace), as veridec.reference.diffusiongemma.generate does, with one encoder call per canvas."""
     p = settings_for(model, {k: v for k, v in locals().items() if k not in (
-        "model", "input_ids", "attention_mask", "generator", "cache", "compile")})
+        "model", "input_ids", "attention_mask", "generator", "cache_implementation", "compile")})
     check_decode_inputs(model, input_ids, attention_mask, generator)
-    check_choice("cache", cache, CACHES)
+    check_choice("cache_implementation", cache_implementation, CACHE_IMPLEMENTATIONS)
     check_flag("compile", compile)
     batch, prompt_length = input_ids.shape
     length, canvases = model.canvas_length, canvases_for(p, model.canvas_length)
@@ -41,8 +42,10 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     if total > model.max_length:
         raise ValueError(f"max_new_tokens {p.max_new_tokens} (in canvases of {length}) + the prompt's {prompt_length} "
                          f"tokens exceed the model's max_position_embeddings {model.max_length}")
-    state = _State(model, input_ids, attention_mask, total, cache)
-    trace = Trace("diffusiongemma-cached", {**p.__dict__, "canvas_length": length, "cache": cache},
+    state = _State(model, input_ids, attention_mask, total,
+                   prompt_length + p.max_new_tokens if cache_implementation == "static" else None)
+    trace = Trace("diffusiongemma-cached", {**p.__dict__, "canvas_length": length,
+                                              "cache_implementation": cache_implementation},
                   prompt_length, batch, events=[])
     decoder = torch.compile(model.denoise, mode="reduce-overhead" if input_ids.is_cuda else None) if compile \
         else model.denoise
@@ -65,14 +68,14 @@ class _State:
     """The decode's preallocated state: sequences [B, T_max], the attention mask [B, T_max] (bool), the encoder
     cache and how far it has encoded (``encoded``) and written (``end``)."""
 
-    def __init__(self, model, input_ids: torch.Tensor, attention_mask, total: int, cache: str):
+    def __init__(self, model, input_ids: torch.Tensor, attention_mask, total: int, static_length: int | None):
         batch, prompt_length = input_ids.shape
         self.sequences = torch.empty((batch, total), dtype=torch.long, device=input_ids.device)  # [B, T_max]
         self.sequences[:, :prompt_length] = input_ids
         self.mask = torch.ones((batch, total), dtype=torch.bool, device=input_ids.device)  # [B, T_max]
         if attention_mask is not None:
             self.mask[:, :prompt_length] = attention_mask.bool()
-        self.cache = model.new_cache(total if cache == "static" else None)
+        self.cache = model.new_cache(static_length)
         self.finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
         self.encoded, self.end = 0, prompt_length
 

@@ -1,5 +1,6 @@
 """DiffusionGemma's decoder, slow and plain (spec/diffusiongemma.md): one full forward per denoising step (the
-encoder over the whole prefix, then the decoder over the canvas), the rule from veridec.rules.diffusiongemma.
+encoder over the whole prefix into a fresh cache, in the official loop's chunks: the prompt, then each finished
+canvas; then the decoder over the canvas), the rule from veridec.rules.diffusiongemma.
 
 Setting names and defaults are ``DiffusionGemmaForBlockDiffusion.generate``'s (a setting left ``...`` comes from
 the checkpoint's generation_config.json, else the official default; ``None`` turns its part off, DG7.1):
@@ -7,6 +8,7 @@ the checkpoint's generation_config.json, else the official default; ``None`` tur
     from veridec.reference.diffusiongemma import generate
     canvas, trace = generate(model, input_ids, max_new_tokens=32, max_denoising_steps=8)
 
+``cache_implementation`` ("dynamic" or "static") is the kind of the fresh encoder cache each step writes (DG2.4).
 Randomness comes from ``generator`` or, when None, torch's global RNG in the official order and shapes (DG3.3).
 """
 
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import torch
 
-from veridec.rules.diffusiongemma import (canvases_for, check_decode_inputs, check_step_finite, denoising_step,
-                                          draw_noise, finalize_canvas, new_stop_state, record_step, settings_for)
+from veridec.checks import check_choice
+from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_step_finite,
+                                          denoising_step, draw_noise, finalize_canvas, new_stop_state, record_step,
+                                          settings_for)
 from veridec.trace import Decoded, Trace
 
 
@@ -23,12 +27,14 @@ from veridec.trace import Decoded, Trace
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, max_new_tokens=...,
              max_denoising_steps=..., entropy_bound=..., t_min=..., t_max=..., stability_threshold=...,
              confidence_threshold=..., eos_token_id=..., pad_token_id=...,
-             generator: torch.Generator | None = None) -> Decoded:
+             cache_implementation: str = "dynamic", generator: torch.Generator | None = None) -> Decoded:
     """Decode ``input_ids`` [B, P] (left-padded with ``attention_mask`` [B, P]) -> Decoded(sequences [B, P + c *
     L], trace with accept / renoise events): canvas after canvas of length L until every row has finished."""
     p = settings_for(model, {k: v for k, v in locals().items() if k not in (
-        "model", "input_ids", "attention_mask", "generator")})
+        "model", "input_ids", "attention_mask", "generator", "cache_implementation")})
     check_decode_inputs(model, input_ids, attention_mask, generator)
+    check_choice("cache_implementation", cache_implementation, CACHE_IMPLEMENTATIONS)
+    static = input_ids.shape[1] + p.max_new_tokens if cache_implementation == "static" else None
     batch, prompt_length = input_ids.shape
     length, device = model.canvas_length, input_ids.device
     mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
@@ -37,7 +43,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     sequences, finished = input_ids, torch.zeros(batch, dtype=torch.bool, device=device)
     forwards = [0] * batch
     for canvas_index in range(canvases_for(p, length)):
-        argmax = _denoise_canvas(model, sequences, mask, p, trace, forwards, canvas_index, generator)
+        argmax = _denoise_canvas(model, sequences, mask, p, trace, forwards, canvas_index, generator, static)
         sequences, finished = finalize_canvas(torch.cat([sequences, argmax], dim=-1), finished, length,
                                               prompt_length + p.max_new_tokens, p)
         if finished.all():
@@ -46,16 +52,18 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     return Decoded(sequences, trace)
 
 
-def _denoise_canvas(model, sequences, mask, p, trace, forwards, canvas_index, generator) -> torch.Tensor:
+def _denoise_canvas(model, sequences, mask, p, trace, forwards, canvas_index, generator, static) -> torch.Tensor:
     """One canvas (DG3, DG4): a random start, then steps with remaining = N .. 1 until every row stops. -> the
     argmax canvas [B, L]."""
     batch, length = sequences.shape[0], model.canvas_length
+    prompt_length = sequences.shape[1] - canvas_index * length
     canvas = draw_noise((batch, length), model.vocab_size, generator, sequences.device)  # [B, L]
     argmax, self_conditioning = canvas, None
     finished = torch.zeros(batch, dtype=torch.bool, device=sequences.device)
     stop = new_stop_state(p, batch, length, sequences.device)
     for remaining in range(p.max_denoising_steps, 0, -1):
-        logits = model.full_forward(sequences, mask, canvas, self_conditioning)  # [B, L, V]
+        chunks = list(range(prompt_length, sequences.shape[1] + 1, length))  # the prompt, then each canvas
+        logits = model.full_forward(sequences, mask, canvas, self_conditioning, chunks, static)  # [B, L, V]
         trace.counters.add_forward(rows=batch, queries=sequences.shape[1] + length)
         check_step_finite(logits, len(trace.steps))
         result = denoising_step(logits, canvas, argmax, self_conditioning, finished, stop, remaining, p,

@@ -119,11 +119,19 @@ class DiffusionGemmaPredictor:
                        decoder_attention_mask=masks, cache=cache, decoder_position_ids=positions).logits
 
     def full_forward(self, prefix: torch.Tensor, attention_mask: torch.Tensor, canvas: torch.Tensor,
-                     self_conditioning: torch.Tensor | None) -> torch.Tensor:
+                     self_conditioning: torch.Tensor | None, chunk_ends: list[int] | None = None,
+                     static_length: int | None = None) -> torch.Tensor:
         """One call over everything: the encoder on the whole ``prefix`` [B, T] (``attention_mask`` [B, T] bool)
-        into a fresh cache, then the decoder on ``canvas`` [B, L] after it. -> logits float32 [B, L, V]."""
+        into a fresh cache, then the decoder on ``canvas`` [B, L] after it. ``chunk_ends``: encode the prefix in
+        these chunks (the official loop's: the prompt, then each canvas; the causal encoder's result is the same
+        up to rounding, and the same bits in these chunks: DG2.1); one chunk when None. ``static_length``: a
+        StaticCache of that many positions instead of a DynamicCache (DG2.4). -> logits float32 [B, L, V]."""
         length = prefix.shape[1]
-        cache = self.encode(prefix, attention_mask, _positions(0, length, prefix.device), self.new_cache())
+        cache, start = self.new_cache(static_length), 0
+        for end in chunk_ends or [length]:
+            cache = self.encode(prefix[:, start:end], attention_mask[:, :end], _positions(start, end, prefix.device),
+                                cache)
+            start = end
         full_mask = torch.nn.functional.pad(attention_mask, (0, canvas.shape[1]), value=True)  # [B, T + L]
         masks = self.decoder_masks(canvas, cache, full_mask)
         return self.denoise(canvas, cache, self_conditioning, masks,

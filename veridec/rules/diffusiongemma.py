@@ -16,6 +16,7 @@ import torch
 from veridec.checks import check_generator, check_integer, check_range, is_integer
 from veridec.trace import Event, StepRecord, Trace
 
+CACHE_IMPLEMENTATIONS = ("dynamic", "static")  # the official cache kinds a CPU decode can use (DG2.4)
 DEFAULTS = {"max_new_tokens": 256, "max_denoising_steps": 48, "entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8,
             "stability_threshold": 1, "confidence_threshold": 0.005}  # the official global defaults (DG7.1)
 
