@@ -18,8 +18,8 @@ import torch
 
 from veridec.checks import check_choice, check_flag
 from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_step_finite,
-                                          denoising_step, draw_noise, finalize_canvas, new_stop_state, record_step,
-                                          settings_for)
+                                          check_uniform_state, denoising_step, draw_noise, finalize_canvas,
+                                          new_stop_state, record_step, settings_for)
 from veridec.trace import Decoded, Trace
 
 
@@ -31,6 +31,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
              compile: bool = False, generator: torch.Generator | None = None) -> Decoded:
     """Decode ``input_ids`` [B, P] (left-padded with ``attention_mask`` [B, P]) -> Decoded(sequences [B, P + c *
     L], trace), as veridec.reference.diffusiongemma.generate does, with one encoder call per canvas."""
+    check_uniform_state(model)
     p = settings_for(model, {k: v for k, v in locals().items() if k not in (
         "model", "input_ids", "attention_mask", "generator", "cache_implementation", "compile")})
     check_decode_inputs(model, input_ids, attention_mask, generator)

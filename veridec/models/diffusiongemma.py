@@ -38,7 +38,7 @@ def diffusion_gemma_classes():
     import transformers
 
     try:
-        from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+        from transformers.models.diffusion_gemma import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
     except ImportError as err:
         raise DiffusionGemmaUnavailable(
             f"DiffusionGemma needs transformers >= {TRANSFORMERS_NEEDED} (it ships transformers.models."
