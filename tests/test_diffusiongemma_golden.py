@@ -160,3 +160,60 @@ def test_self_conditioning_from_the_wrong_step_fails_the_replay(models, monkeypa
     for broken in (raw, stale):
         monkeypatch.setattr(optimized, "denoising_step", broken)
         assert any(mismatch(optimized.generate, models[c["model"]], c) for c in CASES), broken.__name__
+
+
+# ---------------------------------------------------------- what carries over to uniform-state canvases (DG10)
+def canvas_segments(case: dict) -> list[list[dict]]:
+    """The recorded steps cut per canvas (the steps remaining restart at N)."""
+    segments = []
+    for step in case["steps"]:
+        if not segments or step["remaining"] > segments[-1][-1]["remaining"]:
+            segments.append([])
+        segments[-1].append(step)
+    return segments
+
+
+def test_an_accepted_position_is_renoised_when_a_later_step_does_not_accept_it():
+    """DG10.2, in the official runs: a position accepted at one step and not at the next is fed a renoised token
+    at the step after (commits are not final on a uniform-state canvas: SQ's 'a committed token stays' fails)."""
+    found = 0
+    for case in CASES:
+        for segment in canvas_segments(case):
+            for a, b, c in zip(segment, segment[1:], segment[2:]):
+                for row in range(len(a["accepted"])):
+                    if "0" in a["active"][row] + b["active"][row] + c["active"][row]:
+                        continue
+                    found += sum(a["accepted"][row][i] == "1" and b["accepted"][row][i] == "0"
+                                 and c["input"][row][i] != b["input"][row][i] for i in range(len(a["accepted"][row])))
+    assert found > 10
+
+
+def test_no_row_stops_before_k_plus_one_forwards():
+    """DG4.2 in the official runs: with stability k >= 1 a row denoises at least min(k + 1, N) steps per canvas
+    (the history starts at -1: k + 1 identical argmax canvases in a row); and some rows stop at exactly k + 1."""
+    exact = 0
+    for case in CASES:
+        settings = case["settings"]
+        k = settings.get("stability_threshold")
+        if not k or settings.get("confidence_threshold") is None:
+            continue
+        for segment in canvas_segments(case):
+            for row in range(len(segment[0]["active"])):
+                steps = sum(step["active"][row] == "1" for step in segment)
+                assert steps >= min(k + 1, settings["max_denoising_steps"]), (case["id"], row, steps)
+                exact += steps == k + 1 < settings["max_denoising_steps"]
+    assert exact > 0
+
+
+def test_the_accepted_set_bounds_the_joint_dependence():
+    """DG10.1: for any joint p of the accepted positions, KL(p || prod p_j) = sum H(p_j) - H(p) <= sum H(p_j) -
+    max H(p_j), the quantity the bound holds under the entropy bound (H(p) >= max H(p_j)); random joints."""
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        shape = tuple(torch.randint(2, 4, (3,), generator=generator, device="cpu").tolist())
+        joint = torch.distributions.Dirichlet(torch.full((int(torch.tensor(shape).prod()),), 0.3,
+                                                         dtype=torch.float64, device="cpu")).sample().view(shape)
+        entropy = -(joint * joint.clamp_min(1e-300).log()).sum()
+        marginals = [joint.sum(dim=tuple(d for d in range(3) if d != j)) for j in range(3)]
+        h = torch.stack([-(m * m.clamp_min(1e-300).log()).sum() for m in marginals])
+        assert h.sum() - entropy <= h.sum() - h.max() + 1e-12

@@ -4,14 +4,14 @@ replayed on every CI run by tests/test_diffusiongemma_golden.py with both of ver
 Runs the official ``generate`` of the installed transformers (or of the one under ``--site``, a site-packages
 folder of another venv, put first on ``sys.path``) on two tiny random DiffusionGemma checkpoints loaded in float64
 (eager experts, SDPA attention: DG1.2): the shipped ``veridec/assets/diffusiongemma`` (canvas 16) and
-``tests/golden/checkpoints/diffusiongemma-canvas8`` (canvas 8, vocabulary 48). ``--checkpoints`` (re)writes both
-folders first, bit-reproducibly from their seeds. Per case: the settings (the generate keywords, the cache
-implementation among them), torch's seed, the prompt and its padding, the returned sequences and
-tokens_per_forward, and every denoising step as the official loop ran it: the steps remaining, the rows still
-denoising, the canvas fed to the decoder (its random start and every renoising are torch's draws, visible there)
-and the accepted positions. Data only: nothing of transformers is copied.
+``tests/golden/checkpoints/diffusiongemma-canvas8`` (canvas 8, vocabulary 48), both trained from the seeded random
+models of ``CHECKPOINTS`` by ``python -m tools.training.diffusiongemma --checkpoint NAME``.
+Per case: the settings (the generate keywords, the cache implementation among them), torch's seed, the prompt and
+its padding, the returned sequences and tokens_per_forward, and every denoising step as the official loop ran it:
+the steps remaining, the rows still denoising, the canvas fed to the decoder (its random start and every renoising
+are torch's draws, visible there) and the accepted positions. Data only: nothing of transformers is copied.
 
-    python -m tools.golden.diffusiongemma [--checkpoints] [--site SITE_PACKAGES] [--out tests/golden/]
+    python -m tools.golden.diffusiongemma [--site SITE_PACKAGES] [--out tests/golden/] [--cases 220]
 
 Canvas tokens are written one character each (``ALPHABET``, vocabularies up to 64); acceptances as 0/1 strings.
 """
@@ -31,7 +31,8 @@ ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
 SHIPPED_GENERATION = {"max_new_tokens": 32, "max_denoising_steps": 16, "t_min": 0.4, "t_max": 0.8,
                       "sampler_config": {"entropy_bound": 0.1, "_cls_name": "EntropyBoundSamplerConfig"},
                       "stability_threshold": 1, "confidence_threshold": 0.005, "eos_token_id": 1, "pad_token_id": 0}
-CHECKPOINTS = {  # name: (folder, seed, canvas, initializer range, text overrides, generation config)
+CHECKPOINTS = {  # name: (folder, seed, canvas, initializer range, text overrides, generation config) of the
+    # random model tools.training.diffusiongemma starts from
     "shipped": ("veridec/assets/diffusiongemma", 0, 16, 0.05, {}, SHIPPED_GENERATION),
     "canvas8": ("tests/golden/checkpoints/diffusiongemma-canvas8", 1, 8, 0.05,
                 {"vocab_size": 48, "hidden_size": 32, "intermediate_size": 32, "moe_intermediate_size": 16}, {}),
@@ -42,15 +43,6 @@ SCHEDULES = ((0.4, 0.8), (0.001, 0.002), (0.9, 1.5), (None, None))  # the second
 STABILITY = (1, 0, 2, 3, None)
 CONFIDENCE = (0.005, 0.05, 0.4, 1.0, None)
 EOS = (None, 1, [1, 3])
-
-
-def write_checkpoints() -> None:
-    """Both golden checkpoints, float32 weights (loaded in float64 for recording and replay)."""
-    from veridec.models.diffusiongemma import write_tiny_diffusiongemma
-
-    for folder, seed, canvas, spread, text, generation in CHECKPOINTS.values():
-        write_tiny_diffusiongemma(ROOT / folder, seed=seed, canvas_length=canvas, initializer_range=spread,
-                                  generation=generation, **text)
 
 
 def cases(count: int) -> list[dict]:
@@ -149,7 +141,6 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "tests" / "golden"))
     parser.add_argument("--site", help="a site-packages folder whose transformers records (first on sys.path)")
-    parser.add_argument("--checkpoints", action="store_true", help="(re)write both checkpoints first")
     parser.add_argument("--cases", type=int, default=220)
     args = parser.parse_args(argv)
     if args.site:
@@ -160,8 +151,6 @@ def main(argv=None) -> None:
     from .checkpoints import content_sha256
 
     torch.set_num_threads(1)
-    if args.checkpoints:
-        write_checkpoints()
     models = {name: load_official(name) for name in CHECKPOINTS}
     started = time.perf_counter()
     recorded = [record_case(models[case["model"]], case) for case in cases(args.cases)]
