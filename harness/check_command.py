@@ -20,7 +20,8 @@ from veridec.testing.validation import checked_baseline
 from .child import child_status, saved_streams
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
-DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar"}  # --against -> its --model default (else default)
+DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar",
+                  "diffusiongemma": "diffusiongemma"}  # --against -> its --model default (else default)
 
 
 def add_parser(commands) -> None:

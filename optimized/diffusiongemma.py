@@ -28,13 +28,14 @@ from veridec.trace import Decoded, Trace
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, max_new_tokens=...,
              max_denoising_steps=..., entropy_bound=..., t_min=..., t_max=..., stability_threshold=...,
              confidence_threshold=..., eos_token_id=..., pad_token_id=..., cache_implementation: str = "dynamic",
-             compile: bool = False, generator: torch.Generator | None = None) -> Decoded:
+             compile: bool = False, ties: str = "lowest", generator: torch.Generator | None = None) -> Decoded:
     """Decode ``input_ids`` [B, P] (left-padded with ``attention_mask`` [B, P]) -> Decoded(sequences [B, P + c *
     L], trace), as veridec.reference.diffusiongemma.generate does, with one encoder call per canvas."""
     check_uniform_state(model)
     p = settings_for(model, {k: v for k, v in locals().items() if k not in (
-        "model", "input_ids", "attention_mask", "generator", "cache_implementation", "compile")})
+        "model", "input_ids", "attention_mask", "generator", "cache_implementation", "compile", "ties")})
     check_decode_inputs(model, input_ids, attention_mask, generator)
+    check_choice("ties", ties, ("lowest",))  # argmax ties: the lowest id, as torch.argmax (DG3.3)
     check_choice("cache_implementation", cache_implementation, CACHE_IMPLEMENTATIONS)
     check_flag("compile", compile)
     batch, prompt_length = input_ids.shape

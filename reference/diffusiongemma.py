@@ -27,13 +27,15 @@ from veridec.trace import Decoded, Trace
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, max_new_tokens=...,
              max_denoising_steps=..., entropy_bound=..., t_min=..., t_max=..., stability_threshold=...,
              confidence_threshold=..., eos_token_id=..., pad_token_id=...,
-             cache_implementation: str = "dynamic", generator: torch.Generator | None = None) -> Decoded:
+             cache_implementation: str = "dynamic", ties: str = "lowest",
+             generator: torch.Generator | None = None) -> Decoded:
     """Decode ``input_ids`` [B, P] (left-padded with ``attention_mask`` [B, P]) -> Decoded(sequences [B, P + c *
     L], trace with accept / renoise events): canvas after canvas of length L until every row has finished."""
     check_uniform_state(model)
     p = settings_for(model, {k: v for k, v in locals().items() if k not in (
-        "model", "input_ids", "attention_mask", "generator", "cache_implementation")})
+        "model", "input_ids", "attention_mask", "generator", "cache_implementation", "ties")})
     check_decode_inputs(model, input_ids, attention_mask, generator)
+    check_choice("ties", ties, ("lowest",))  # argmax ties: the lowest id, as torch.argmax (DG3.3)
     check_choice("cache_implementation", cache_implementation, CACHE_IMPLEMENTATIONS)
     static = input_ids.shape[1] + p.max_new_tokens if cache_implementation == "static" else None
     batch, prompt_length = input_ids.shape

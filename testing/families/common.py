@@ -65,7 +65,10 @@ class Family:
     settings with another value of it (the rest kept valid). ``infill``: prompts may hold a mask, decoded with the
     first block (SQ1.2). ``readings``: documented alternative readings of its rules, which a failure's report
     names where the candidate follows one (``testing.explain``; the other tie order is every family's);
-    ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence."""
+    ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence.
+    ``prompts(model, max_batch, padding, infill)``: its prompt strategy where the common one does not fit (no mask
+    token: uniform-state canvases); ``runner(setup, case)``: its own case runner where the recording proxy does not
+    apply; ``tiers``: the tiers it offers."""
 
     name: str
     settings: Callable
@@ -74,6 +77,9 @@ class Family:
     infill: bool = False
     readings: tuple = ()
     details: Callable | None = None
+    prompts: Callable | None = None
+    runner: Callable | None = None
+    tiers: tuple = ("E", "A", "S")
 
 
 def ordinary_tokens(model) -> list[int]:

@@ -165,6 +165,15 @@ def load_diffusiongemma(folder: str | Path, dtype: torch.dtype | None = None,
     return DiffusionGemmaPredictor(hf.to(device), generation)
 
 
+SHIPPED_FOLDER = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma"
+
+
+def load_shipped_diffusiongemma(dtype: torch.dtype | None = None,
+                                device: str | torch.device = "cpu") -> DiffusionGemmaPredictor:
+    """The shipped tiny DiffusionGemma (veridec/assets/diffusiongemma, canvas 16, trained: DG1.2)."""
+    return load_diffusiongemma(SHIPPED_FOLDER, dtype, device)
+
+
 def _read_json(path: Path, what: str) -> dict:
     try:
         data = json.loads(path.read_text())

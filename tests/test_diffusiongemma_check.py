@@ -1,0 +1,76 @@
+"""``veridec check --against diffusiongemma`` (spec/diffusiongemma.md DG11): the example written from scratch in the
+official calling convention passes, and so does transformers' own ``generate`` behind its thin wrapper; each
+broken variant (examples/diffusiongemma_sampler_broken.py) fails, on a drawn search and on its shrunk case."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from veridec.testing import check_decoder, load_candidate, load_check_model
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+BASE = {"max_new_tokens": 16, "entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1,
+        "confidence_threshold": 0.005, "eos_token_id": 1, "pad_token_id": 0, "cache_implementation": "dynamic"}
+SHRUNK = {  # the shrunk case each variant's search found (seed 0, 200 cases)
+    "stability_off_by_one": ([[2]], 0, {"max_denoising_steps": 2, "confidence_threshold": 0.4}),
+    "temperature_one_step_late": ([[2, 4], [2, 4]], 0, {"max_denoising_steps": 3}),
+    "renoises_accepted_positions": ([[2]], 0, {"max_denoising_steps": 2}),
+    "strict_entropy_bound": ([[2]], 0, {"max_denoising_steps": 2, "entropy_bound": 0.0004147837753407657}),
+    "stale_self_conditioning": ([[2]], 0, {"max_denoising_steps": 3}),
+    "stop_test_on_row_0": ([[2], [2]], 1, {"max_denoising_steps": 2, "stability_threshold": 0,
+                                           "confidence_threshold": 0.4}),
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(EXAMPLES))  # the broken variants import the example as a neighbour
+    return load_check_model("diffusiongemma")
+
+
+def candidate(file: str, name: str):
+    return load_candidate(f"{EXAMPLES / file}:{name}")
+
+
+@pytest.mark.parametrize("file", ["diffusiongemma_sampler.py", "diffusiongemma_official.py"])
+def test_the_example_and_the_official_generate_pass(model, file):
+    """DG11.2: both pass tier E on drawn cases (200 each in the changelog's run; 6 here)."""
+    result = check_decoder(candidate(file, "generate"), "diffusiongemma", model=model, max_examples=6)
+    assert result.passed, result.markdown()
+    assert result.trials == 6
+
+
+@pytest.mark.parametrize("name", sorted(SHRUNK))
+def test_each_broken_variant_fails_on_its_shrunk_case(model, name):
+    """DG11.3: the shrunk case of each variant fails it, and passes the example (the negative control's control)."""
+    prompt, seed, settings = SHRUNK[name]
+    case = {"prompt": prompt, "attention_mask": None, "seed": seed, "settings": {**BASE, **settings}}
+    broken = check_decoder(candidate("diffusiongemma_sampler_broken.py", name), "diffusiongemma", model=model,
+                           case=case)
+    assert not broken.passed and broken.failure.problems
+    fine = check_decoder(candidate("diffusiongemma_sampler.py", "generate"), "diffusiongemma", model=model, case=case)
+    assert fine.passed, fine.markdown()
+
+
+@pytest.mark.parametrize("name", ["stability_off_by_one", "strict_entropy_bound"])
+def test_a_search_finds_and_shrinks_the_bug(model, name):
+    """DG11.3: the drawn search finds the vLLM stop bug and the strict bound (drawn at an exact entropy sum) within
+    a few cases and shrinks them to one row, BOS alone."""
+    result = check_decoder(candidate("diffusiongemma_sampler_broken.py", name), "diffusiongemma", model=model,
+                           max_examples=10)
+    assert not result.passed
+    assert result.failure.case["prompt"] == [[2]]
+
+
+def test_other_tiers_and_a_mask_model_are_refused(model):
+    """DG11.1: the family offers tier E only; the convention needs a uniform-state model."""
+    decoder = candidate("diffusiongemma_sampler.py", "generate")
+    with pytest.raises(ValueError, match="offers tier E only"):
+        check_decoder(decoder, "diffusiongemma", model=model, tier="S")
+    with pytest.raises(ValueError, match="needs a uniform-state model"):
+        check_decoder(decoder, "diffusiongemma", model="tiny-llada", max_examples=1)
