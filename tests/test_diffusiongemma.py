@@ -280,3 +280,17 @@ def test_every_test_the_spec_names_exists():
     assert len(named) >= 20
     missing = [f"{f}::{t}" for f, t in named if f"def {t}(" not in (root / f).read_text()]
     assert not missing, missing
+
+
+def test_the_official_defects_still_raise(shipped):
+    """DG9.3, DG9.6, DG9.8: transformers' generate fails as the spec types it (a fixed release fails this test)."""
+    ids, kwargs = torch.tensor([[2, 5], [0, 2]]), dict(max_new_tokens=16, max_denoising_steps=1)
+    with pytest.raises(AttributeError, match="has no attribute 'shape'"):  # DG9.8
+        shipped.hf.generate(ids[:1], attention_mask=None, **kwargs)
+    with pytest.raises(AttributeError, match="no attribute 'entropy_bound'"):  # DG9.6
+        shipped.hf.generate(ids[:1], stability_threshold=-1, **kwargs)
+    eager = load_diffusiongemma(SHIPPED_DG)
+    eager.hf.config._attn_implementation = "eager"
+    eager.hf.config.text_config._attn_implementation = "eager"
+    with pytest.raises(TypeError, match="floating point input type"):  # DG9.3
+        eager.hf.generate(ids, attention_mask=torch.tensor([[1, 1], [0, 1]]), **kwargs)

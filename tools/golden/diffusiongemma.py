@@ -137,12 +137,16 @@ def load_official(name: str):
                                                            experts_implementation="eager").eval()
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "tests" / "golden"))
     parser.add_argument("--site", help="a site-packages folder whose transformers records (first on sys.path)")
     parser.add_argument("--cases", type=int, default=220)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     if args.site:
         sys.path.insert(0, args.site)
     import torch

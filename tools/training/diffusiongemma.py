@@ -19,6 +19,7 @@ folder there (float32); re-record the golden traces afterwards.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 
@@ -80,16 +81,18 @@ def train(name: str, steps: int, size: int = 32, lr: float = 3e-3) -> None:
             print(f"step {step} loss {loss.item():.3f} ({time.perf_counter() - started:.0f} s)", flush=True)
     model.hf.eval()
     model.hf.save_pretrained(ROOT / folder, safe_serialization=True)
-    import json
-
     (ROOT / folder / "generation_config.json").write_text(json.dumps(generation, indent=1) + "\n")
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", choices=sorted(CHECKPOINTS), required=True)
     parser.add_argument("--steps", type=int, default=400)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     train(args.checkpoint, args.steps)
 
