@@ -294,3 +294,31 @@ def test_the_official_defects_still_raise(shipped):
     eager.hf.config.text_config._attn_implementation = "eager"
     with pytest.raises(TypeError, match="floating point input type"):  # DG9.3
         eager.hf.generate(ids, attention_mask=torch.tensor([[1, 1], [0, 1]]), **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------- batch rows
+SAMPLED = dict(max_denoising_steps=8, confidence_threshold=0.05)
+
+
+def _row_one(decode, model, first_row, seed):
+    """Row 1's generation (trailing PAD dropped) in a batch whose row 0 is ``first_row``."""
+    torch.manual_seed(seed)
+    row = decode(model, torch.tensor([first_row, [2, 9, 10, 11]], device="cpu"), **SAMPLED).canvas[1].tolist()
+    while row and row[-1] == 0:
+        row.pop()
+    return row
+
+
+@pytest.mark.parametrize("decode", [reference.generate, optimized.generate], ids=["reference", "cached"])
+def test_a_row_does_not_depend_on_another_rows_tokens(shipped, decode, monkeypatch):
+    """DG6.4: in a batch of rows of one length, a row's draws keep their places in the stream whatever the other
+    rows hold (DG3.3), so changing row 0's prompt leaves row 1's sampled decode as it was. Negative control: the
+    stop test of row 0 applied to every row moves row 1 on some seed."""
+    seeds = range(8)
+    assert all(_row_one(decode, shipped, [2, 5, 6, 7], s) == _row_one(decode, shipped, [2, 13, 14, 15], s)
+               for s in seeds)
+    original = rule.stop_test
+    monkeypatch.setattr(rule, "stop_test", lambda state, argmax, processed, p: (
+        lambda out: (out[0][:1].expand_as(out[0]), out[1]))(original(state, argmax, processed, p)))
+    assert any(_row_one(decode, shipped, [2, 5, 6, 7], s) != _row_one(decode, shipped, [2, 13, 14, 15], s)
+               for s in seeds)
