@@ -322,3 +322,14 @@ def test_a_row_does_not_depend_on_another_rows_tokens(shipped, decode, monkeypat
         lambda out: (out[0][:1].expand_as(out[0]), out[1]))(original(state, argmax, processed, p)))
     assert any(_row_one(decode, shipped, [2, 5, 6, 7], s) != _row_one(decode, shipped, [2, 13, 14, 15], s)
                for s in seeds)
+
+
+def test_the_benchmark_checks_outputs_before_timing(shipped):
+    """tools/diffusiongemma_bench.py: the three decoders agree on the shipped model, and the reference computes more
+    query positions than the cached decoder."""
+    from tools.diffusiongemma_bench import measure
+
+    prompt = torch.tensor([[2, 5, 6, 7]], device="cpu")
+    result = measure(shipped, prompt, 16, repeats=1)
+    assert result["ratios"]["reference_over_cached_queries"] > 1
+    assert result["finished_tokens"] == 16
