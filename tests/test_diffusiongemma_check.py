@@ -39,10 +39,10 @@ def candidate(file: str, name: str):
 
 @pytest.mark.parametrize("file", ["diffusiongemma_sampler.py", "diffusiongemma_official.py"])
 def test_the_example_and_the_official_generate_pass(model, file):
-    """DG11.2: both pass tier E on drawn cases (200 each in the changelog's run; 6 here)."""
-    result = check_decoder(candidate(file, "generate"), "diffusiongemma", model=model, max_examples=6)
+    """DG11.2: both pass tier E on drawn cases (200 each in the changelog's run; 4 here)."""
+    result = check_decoder(candidate(file, "generate"), "diffusiongemma", model=model, max_examples=4)
     assert result.passed, result.markdown()
-    assert result.trials == 6
+    assert result.trials == 4
 
 
 @pytest.mark.parametrize("name", sorted(SHRUNK))
@@ -57,12 +57,11 @@ def test_each_broken_variant_fails_on_its_shrunk_case(model, name):
     assert fine.passed, fine.markdown()
 
 
-@pytest.mark.parametrize("name", ["stability_off_by_one", "strict_entropy_bound"])
-def test_a_search_finds_and_shrinks_the_bug(model, name):
-    """DG11.3: the drawn search finds the vLLM stop bug and the strict bound (drawn at an exact entropy sum) within
-    a few cases and shrinks them to one row, BOS alone."""
-    result = check_decoder(candidate("diffusiongemma_sampler_broken.py", name), "diffusiongemma", model=model,
-                           max_examples=10)
+def test_a_search_finds_and_shrinks_the_bug(model):
+    """DG11.3: the drawn search finds the strict bound (drawn at an exact entropy sum) within a few cases and
+    shrinks it to one row, BOS alone (the other variants' searches: the changelog's run)."""
+    result = check_decoder(candidate("diffusiongemma_sampler_broken.py", "strict_entropy_bound"), "diffusiongemma",
+                           model=model, max_examples=10)
     assert not result.passed
     assert result.failure.case["prompt"] == [[2]]
 
