@@ -17,9 +17,9 @@ from __future__ import annotations
 import torch
 
 from veridec.checks import check_choice, check_flag
-from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_step_finite,
-                                          check_uniform_state, denoising_step, draw_noise, finalize_canvas,
-                                          new_stop_state, record_step, settings_for)
+from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_length,
+                                          check_step_finite, check_uniform_state, denoising_step, draw_noise,
+                                          finalize_canvas, new_stop_state, record_step, settings_for)
 from veridec.trace import Decoded, Trace
 
 
@@ -41,9 +41,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     batch, prompt_length = input_ids.shape
     length, canvases = model.canvas_length, canvases_for(p, model.canvas_length)
     total = prompt_length + canvases * length
-    if total > model.max_length:
-        raise ValueError(f"max_new_tokens {p.max_new_tokens} (in canvases of {length}) + the prompt's {prompt_length} "
-                         f"tokens exceed the model's max_position_embeddings {model.max_length}")
+    check_length(model, prompt_length, p)
     state = _State(model, input_ids, attention_mask, total,
                    prompt_length + p.max_new_tokens if cache_implementation == "static" else None)
     trace = Trace("diffusiongemma-cached", {**p.__dict__, "canvas_length": length,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import torch
 
 from veridec.checks import check_choice
-from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_step_finite,
-                                          check_uniform_state, denoising_step, draw_noise, finalize_canvas,
-                                          new_stop_state, record_step, settings_for)
+from veridec.rules.diffusiongemma import (CACHE_IMPLEMENTATIONS, canvases_for, check_decode_inputs, check_length,
+                                          check_step_finite, check_uniform_state, denoising_step, draw_noise,
+                                          finalize_canvas, new_stop_state, record_step, settings_for)
 from veridec.trace import Decoded, Trace
 
 
@@ -37,6 +37,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     check_decode_inputs(model, input_ids, attention_mask, generator)
     check_choice("ties", ties, ("lowest",))  # argmax ties: the lowest id, as torch.argmax (DG3.3)
     check_choice("cache_implementation", cache_implementation, CACHE_IMPLEMENTATIONS)
+    check_length(model, input_ids.shape[1], p)
     static = input_ids.shape[1] + p.max_new_tokens if cache_implementation == "static" else None
     batch, prompt_length = input_ids.shape
     length, device = model.canvas_length, input_ids.device

@@ -248,6 +248,14 @@ def check_decode_inputs(model, prompt: torch.Tensor, attention_mask, generator) 
             raise ValueError("attention_mask must hold 0 (padding) and 1 (a token), with a real token in every row")
 
 
+def check_length(model, prompt_length: int, p: DGParams) -> None:
+    """DG6.3: the prompt and every canvas the decode may run fit the model's positions."""
+    total = prompt_length + canvases_for(p, model.canvas_length) * model.canvas_length
+    if total > model.max_length:
+        raise ValueError(f"max_new_tokens {p.max_new_tokens} (in canvases of {model.canvas_length}) + the prompt's "
+                         f"{prompt_length} tokens exceed the model's max_position_embeddings {model.max_length}")
+
+
 def check_step_finite(logits: torch.Tensor, step: int) -> None:
     """Refuse NaN or +inf logits (a broken model, vllm#47424's NaN canvas), naming the step."""
     if not bool((logits < torch.inf).all()):
