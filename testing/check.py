@@ -201,7 +201,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,
                        level, o.samples, o.delta, o.progress, o.official_defects, o.case_timeout, own, rule)
-    runner = mode.oracle_runner if exact_law else goal.family.runner or mode.runner
+    runner = mode.oracle_runner if exact_law else goal.family.runners.get(mode.letter, mode.runner)
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
     _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
     if result.failure is not None and not mode.sampled:

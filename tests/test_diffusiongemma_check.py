@@ -66,10 +66,25 @@ def test_a_search_finds_and_shrinks_the_bug(model):
     assert result.failure.case["prompt"] == [[2]]
 
 
-def test_other_tiers_and_a_mask_model_are_refused(model):
-    """DG11.1: the family offers tier E only; the convention needs a uniform-state model."""
+def test_tier_a_and_a_mask_model_are_refused(model):
+    """DG11.1: the family offers tiers E and S; the convention needs a uniform-state model."""
     decoder = candidate("diffusiongemma_sampler.py", "generate")
-    with pytest.raises(ValueError, match="offers tier E only"):
-        check_decoder(decoder, "diffusiongemma", model=model, tier="S")
+    with pytest.raises(ValueError, match="offers tier E, S only"):
+        check_decoder(decoder, "diffusiongemma", model=model, tier="A")
     with pytest.raises(ValueError, match="needs a uniform-state model"):
         check_decoder(decoder, "diffusiongemma", model="tiny-llada", max_examples=1)
+
+
+HOT = {"prompt": [[2, 5, 6]], "attention_mask": None, "seed": 0,
+       "settings": {**BASE, "max_new_tokens": 8, "max_denoising_steps": 2, "t_min": 0.9, "t_max": 1.5}}
+
+
+def test_tier_s_holds_the_example_and_finds_renoised_acceptances(model):
+    """DG11.4: at a hot schedule, 60 independent decodes per side: the example has the target's output law
+    (smallest corrected p 1.0 on this case), renoising accepted positions does not (p = 0.0034 < 0.01)."""
+    fine = check_decoder(candidate("diffusiongemma_sampler.py", "generate"), "diffusiongemma", model=model, tier="S",
+                         case=HOT, samples=60)
+    assert fine.passed, fine.markdown()
+    broken = check_decoder(candidate("diffusiongemma_sampler_broken.py", "renoises_accepted_positions"),
+                           "diffusiongemma", model=model, tier="S", case=HOT, samples=60)
+    assert not broken.passed and "the output laws differ" in broken.failure.problems[0]

@@ -67,8 +67,8 @@ class Family:
     names where the candidate follows one (``testing.explain``; the other tie order is every family's);
     ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence.
     ``prompts(model, max_batch, padding, infill)``: its prompt strategy where the common one does not fit (no mask
-    token: uniform-state canvases); ``runner(setup, case)``: its own case runner where the recording proxy does not
-    apply; ``tiers``: the tiers it offers."""
+    token: uniform-state canvases); ``runners``: its own case runner per tier letter where the recording proxy does
+    not apply (``(setup, case) -> outcome``); ``tiers``: the tiers it offers."""
 
     name: str
     settings: Callable
@@ -78,7 +78,7 @@ class Family:
     readings: tuple = ()
     details: Callable | None = None
     prompts: Callable | None = None
-    runner: Callable | None = None
+    runners: dict = field(default_factory=dict)
     tiers: tuple = ("E", "A", "S")
 
 

@@ -13,6 +13,7 @@ are seen by a forward pre-hook on the model's decoder.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import torch
 from hypothesis import strategies as st
@@ -211,5 +212,42 @@ def _differences(ours, fed: list, tokens, prompt_length: int) -> list[str]:
     return []
 
 
-FAMILY = Family("diffusiongemma", _drawn, knobs={}, resolve=resolve_dg_case,
-                prompts=dg_prompts, runner=run_dg_case, tiers=("E",))
+def run_dg_law_case(setup, case: dict):
+    """Tier S on one case (spec/stochastic.md ST2-ST3, DG11.4): ``n`` decodes per side under independent seeds
+    (2i on the target's, 2i + 1 on the candidate's, offset by the case's), the generated tokens of every row
+    (PAD-filled, -1, to the widest output the case allows) compared by stochastic.compare_laws."""
+    from ..running import Side, case_tensors
+    from ..stochastic import compare_laws, detectable_delta, failed_draw, judged, samples_for_power
+
+    prompt, mask = case_tensors(case, setup.model)
+    case = resolve_dg_case(case, setup.model, prompt, mask)
+    settings, length = setup.goal.settings_of(case), setup.model.canvas_length
+    width = -(-settings["max_new_tokens"] // length) * length * prompt.shape[0]
+    n = setup.samples or samples_for_power(setup.delta, setup.level / (2 * width))
+    ours, theirs = [], []
+    for draw in range(n):
+        seed = case["seed"] + 2 * draw
+        torch.manual_seed(seed)
+        started = time.perf_counter()
+        decoded = setup.goal.decode(setup.model, prompt, mask, setup.ties, **settings)
+        target = Side(decoded.canvas, decoded.trace, seconds=time.perf_counter() - started)
+        side, _ = _run_candidate(setup, prompt, mask, {**case, "seed": seed + 1}, target)
+        if side.error is not None:
+            return failed_draw(case, draw, side.error, n)
+        ours.append(_generated(decoded.canvas, prompt.shape[1], width))
+        theirs.append(_generated(side.canvas, prompt.shape[1], width))
+    top = {"target": Counter(ours).most_common(5), "candidate": Counter(theirs).most_common(5)}
+    return judged(case, compare_laws(ours, theirs, setup.level), detectable_delta(n, setup.level / (2 * width)), top,
+                  "the output laws differ", "samples per side")
+
+
+def _generated(canvas: torch.Tensor, prompt_length: int, width: int) -> tuple:
+    """Every row's generated tokens as one tuple of ``width``, -1 after a shorter output (fewer canvases)."""
+    rows = canvas[:, prompt_length:].cpu()
+    out = torch.full((rows.shape[0], width // rows.shape[0]), -1, dtype=torch.long, device="cpu")
+    out[:, :rows.shape[1]] = rows[:, :out.shape[1]]
+    return tuple(out.reshape(-1).tolist())
+
+
+FAMILY = Family("diffusiongemma", _drawn, knobs={}, resolve=resolve_dg_case, prompts=dg_prompts,
+                runners={"E": run_dg_case, "S": run_dg_law_case}, tiers=("E", "S"))
