@@ -43,6 +43,7 @@ def test_the_example_and_the_official_generate_pass(model, file):
     result = check_decoder(candidate(file, "generate"), "diffusiongemma", model=model, max_examples=4)
     assert result.passed, result.markdown()
     assert result.trials == 4
+    assert set(result.knobs.values()) == {"effective"} and len(result.knobs) == 5, result.knobs
 
 
 @pytest.mark.parametrize("name", sorted(SHRUNK))
@@ -88,3 +89,16 @@ def test_tier_s_holds_the_example_and_finds_renoised_acceptances(model):
     broken = check_decoder(candidate("diffusiongemma_sampler_broken.py", "renoises_accepted_positions"),
                            "diffusiongemma", model=model, tier="S", case=HOT, samples=60)
     assert not broken.passed and "the output laws differ" in broken.failure.problems[0]
+
+
+def test_a_candidate_that_ignores_a_knob_is_named(model):
+    """DG11.5 (spec EC7): a sampler that always stops at k = 1 whatever ``stability_threshold`` says fails, and the
+    knob search names the knob as without effect; the others stay effective."""
+    sampler = candidate("diffusiongemma_sampler.py", "generate")
+
+    def ignores_stability(model, input_ids, attention_mask=None, stability_threshold=1, **settings):
+        return sampler(model, input_ids, attention_mask, stability_threshold=1, **settings)
+
+    result = check_decoder(ignores_stability, "diffusiongemma", model=model, max_examples=4)
+    assert not result.passed
+    assert result.knobs["stability_threshold"] == "no effect" and result.knobs["entropy_bound"] == "effective"

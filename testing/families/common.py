@@ -68,7 +68,8 @@ class Family:
     ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence.
     ``prompts(model, max_batch, padding, infill)``: its prompt strategy where the common one does not fit (no mask
     token: uniform-state canvases); ``runners``: its own case runner per tier letter where the recording proxy does
-    not apply (``(setup, case) -> outcome``); ``tiers``: the tiers it offers."""
+    not apply (``(setup, case) -> outcome``), and ``candidate_side(setup, prompt, mask, case, limit, seconds)``
+    its candidate's run (the knob search's); ``tiers``: the tiers it offers."""
 
     name: str
     settings: Callable
@@ -79,6 +80,7 @@ class Family:
     details: Callable | None = None
     prompts: Callable | None = None
     runners: dict = field(default_factory=dict)
+    candidate_side: Callable | None = None
     tiers: tuple = ("E", "A", "S")
 
 

@@ -22,7 +22,7 @@ from veridec.optimized import diffusiongemma as cached
 
 from ..candidates import CandidateError, checked_tokens
 from ..guard import CandidateExited, CandidateTimedOut, candidate_limit, guarded
-from .common import Family, kept
+from .common import Family, choices, kept
 
 DG_SETTINGS = ("max_new_tokens", "max_denoising_steps", "entropy_bound", "t_min", "t_max", "stability_threshold",
                "confidence_threshold", "eos_token_id", "pad_token_id", "cache_implementation")
@@ -155,27 +155,27 @@ def run_dg_case(setup, case: dict):
     except ValueError as err:
         return CaseOutcome(case, "skipped", [f"the target refused the case: ValueError: {err}"])
     ours = Side(decoded.canvas, decoded.trace, decoded.trace.counters, seconds=time.perf_counter() - started)
-    theirs, fed = _run_candidate(setup, prompt, mask, case, ours)
+    theirs, fed = _run_candidate(setup, prompt, mask, case, 2 * len(ours.trace.steps) + CALL_SLACK, ours.seconds)
     problems = [theirs.error] if theirs.error is not None else _differences(ours, fed, theirs.canvas, prompt.shape[1])
     return CaseOutcome(case, "diverged" if problems else "exact", problems, target=ours, candidate=theirs)
 
 
-def _run_candidate(setup, prompt, mask, case: dict, ours):
+def _run_candidate(setup, prompt, mask, case: dict, limit: int, target_seconds: float | None):
     """The candidate on transformers' model (its own when given, spec EC9), seeded, guarded, its decoder calls
-    seen. -> (Side, the canvases fed to the decoder)."""
+    seen (at most ``limit``). -> (Side, the canvases fed to the decoder)."""
     from ..running import Side
     from ..candidates import split_output
     from veridec.trace import Counters
 
     hf = setup.candidate_model if setup.candidate_model is not None else setup.model.hf
-    calls = DecoderCalls(hf, 2 * len(ours.trace.steps) + CALL_SLACK)
+    calls = DecoderCalls(hf, limit)
     settings = {name: value for name, value in setup.goal.settings_of(case).items() if setup.fit.takes(name)}
     if mask is not None:
         settings["attention_mask"] = mask.clone()
     side = Side()
     torch.manual_seed(case["seed"])
     try:
-        with guarded(candidate_limit(setup.case_timeout, ours.seconds), f"the case {case}"):
+        with guarded(candidate_limit(setup.case_timeout, target_seconds), f"the case {case}"):
             tokens, side.nfe = split_output(setup.candidate(hf, prompt.clone(), **settings))
         side.canvas = checked_tokens(tokens, setup.model.vocab_size, prompt.device)
     except CandidateTimedOut:
@@ -231,7 +231,8 @@ def run_dg_law_case(setup, case: dict):
         started = time.perf_counter()
         decoded = setup.goal.decode(setup.model, prompt, mask, setup.ties, **settings)
         target = Side(decoded.canvas, decoded.trace, seconds=time.perf_counter() - started)
-        side, _ = _run_candidate(setup, prompt, mask, {**case, "seed": seed + 1}, target)
+        side, _ = _run_candidate(setup, prompt, mask, {**case, "seed": seed + 1},
+                                 2 * len(decoded.trace.steps) + CALL_SLACK, target.seconds)
         if side.error is not None:
             return failed_draw(case, draw, side.error, n)
         ours.append(_generated(decoded.canvas, prompt.shape[1], width))
@@ -249,5 +250,16 @@ def _generated(canvas: torch.Tensor, prompt_length: int, width: int) -> tuple:
     return tuple(out.reshape(-1).tolist())
 
 
-FAMILY = Family("diffusiongemma", _drawn, knobs={}, resolve=resolve_dg_case, prompts=dg_prompts,
-                runners={"E": run_dg_case, "S": run_dg_law_case}, tiers=("E", "S"))
+def candidate_side(setup, prompt, mask, case: dict, limit: int, target_seconds: float | None = None):
+    """The candidate's Side on ``case`` (the knob search's view: its sequences and model calls)."""
+    return _run_candidate(setup, prompt, mask, case, limit, target_seconds)[0]
+
+
+KNOBS = {"stability_threshold": choices("stability_threshold", STABILITY),
+         "confidence_threshold": choices("confidence_threshold", CONFIDENCE),
+         "entropy_bound": choices("entropy_bound", BOUNDS),
+         "max_denoising_steps": choices("max_denoising_steps", (1, 2, 4, 6)),
+         "eos_token_id": choices("eos_token_id", (1, None))}
+FAMILY = Family("diffusiongemma", _drawn, knobs=KNOBS, resolve=resolve_dg_case, prompts=dg_prompts,
+                runners={"E": run_dg_case, "S": run_dg_law_case}, candidate_side=candidate_side,
+                tiers=("E", "S"))
