@@ -25,7 +25,8 @@ from .engine_command import run_engine_check
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
 # --against -> its --model default (else default)
-DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar", "fastdllm-v2": "tiny-fastdllm-v2"}
+DEFAULT_MODELS = {"dream": "tiny-dream", "sdar": "tiny-sdar", "fastdllm-v2": "tiny-fastdllm-v2",
+                  "diffusiongemma": "diffusiongemma"}
 
 
 def add_parser(commands) -> None:

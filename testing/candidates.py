@@ -143,7 +143,7 @@ def call_candidate(candidate: Callable, fit: Fit, model, prompt, attention_mask,
                    mask_id: int):
     """Run the candidate on ``model`` (an adapter); returns (tokens [B, *], nfe or None)."""
     kwargs = {name: value for name, value in settings.items() if fit.takes(name)}
-    if fit.takes(mask_name):
+    if mask_name and fit.takes(mask_name):
         kwargs[mask_name] = mask_id
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask

@@ -180,6 +180,9 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
                      o.official_defects)
     _check_timeout(o.case_timeout)
     goal = target(against, o.cache, o.convention)
+    if mode.letter not in goal.family.tiers:
+        raise ValueError(f"tier {mode.letter!r}: the {goal.name} target offers tier {', '.join(goal.family.tiers)} "
+                         "only")
     convention = o.convention or goal.convention
     model_name, model_source = (o.model, o.model) if isinstance(o.model, str) else (type(o.model).__name__, None)
     model = load_check_model(o.model) if isinstance(o.model, str) else o.model
@@ -203,7 +206,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,
                        level, o.samples, o.delta, o.progress, o.official_defects, o.case_timeout, own, rule)
-    runner = mode.oracle_runner if exact_law else mode.runner
+    runner = mode.oracle_runner if exact_law else goal.family.runners.get(mode.letter, mode.runner)
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
     _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
     if result.failure is not None and not mode.sampled:

@@ -111,7 +111,7 @@ def _judged_move(setup: CheckSetup, name: str, found: dict, exact: bool, tally: 
     if exact:
         from .exact import run_case  # the case comparison of tier E (exact imports running, as this module does)
 
-        outcome = run_case(setup, found["other"])
+        outcome = setup.goal.family.runners.get("E", run_case)(setup, found["other"])
         if outcome.failed:
             return KnobFinding(name, "moves differently", found["other"], _values(name, found),
                                problems=tuple(outcome.problems), **tally)

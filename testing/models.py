@@ -19,21 +19,35 @@ from veridec.models.tiny import never_predicts_mask
 
 TINY = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar", "tiny-fastdllm-v2": "fastdllm_v2"}
 ORACLES = ("oracle-joint", "oracle-hmm")  # exact conditionals: tier S holds samples against exact laws
-MODEL_NAMES = (*SHIPPED, *TINY, *ORACLES)
+UNIFORM_STATE = ("diffusiongemma",)  # the shipped uniform-state checkpoint (spec/diffusiongemma.md DG1.2)
+MODEL_NAMES = (*SHIPPED, *TINY, *ORACLES, *UNIFORM_STATE)
 TIED_PAIRS = 32  # tokens (0, 1), (2, 3) ... (62, 63) share their LM-head row
 LOGIT_SCALE = 4.0
 
 
 def load_check_model(name: str = "default", device: str | torch.device = "cpu"):
     """The model ``name`` names: default | hmm | blocks | tiny-llada | tiny-dream | tiny-sdar | tiny-fastdllm-v2 |
-    oracle-joint | oracle-hmm | a model folder."""
+    oracle-joint | oracle-hmm | diffusiongemma | a model folder (a DiffusionGemma one too)."""
     if name in TINY:
         return tiny_check_model(TINY[name]).to(device)
     if name in ORACLES:
         return oracle_check_model(name)
+    if name in UNIFORM_STATE:
+        from veridec.models.diffusiongemma import load_shipped_diffusiongemma
+
+        return load_shipped_diffusiongemma(device=device)
     if name not in MODEL_NAMES and not Path(name).is_dir():
         raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)} or a model folder, got {name!r}")
+    if _is_diffusiongemma_folder(name):
+        from veridec.models.diffusiongemma import load_diffusiongemma
+
+        return load_diffusiongemma(name, device=device)
     return load_model(name, device=device)
+
+
+def _is_diffusiongemma_folder(name: str) -> bool:
+    config = Path(name) / "config.json"
+    return name not in MODEL_NAMES and config.is_file() and '"diffusion_gemma"' in config.read_text()
 
 
 def tiny_check_model(layout: str, seed: int = 0):

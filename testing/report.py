@@ -140,7 +140,7 @@ def reproducer_snippet(result, goal, fit, model_name: str, against, cache: str) 
     ours = (f"{name}(model, prompt, attention_mask, ties={result.ties!r}, {goal.fixed}{arguments}).canvas"
             if goal.veridec else f"reference(adapt(model, {result.convention!r}), prompt, {arguments})")
     extra = ", attention_mask=attention_mask" if case["attention_mask"] is not None else ""
-    if fit.takes(goal.mask_name):
+    if goal.mask_name and fit.takes(goal.mask_name):  # uniform-state targets name none
         extra = f", {goal.mask_name}=model.special.mask_id" + extra
     return "\n".join([
         "import torch",

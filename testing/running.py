@@ -108,7 +108,9 @@ def run_candidate(setup: CheckSetup, prompt, mask, case, limit: int, measure_log
                   target_seconds: float | None = None) -> Side:
     """The candidate on ``case`` behind its convention and a recording stopped past ``limit`` calls, within its
     time limit (``guard.candidate_limit``) and unable to end the process; any failure of foreign code is its
-    Side's ``error``."""
+    Side's ``error``. A family that runs its candidates its own way (``Family.candidate_side``) runs it so."""
+    if setup.goal.family.candidate_side is not None:
+        return setup.goal.family.candidate_side(setup, prompt, mask, case, limit, target_seconds)
     own = setup.candidate_model is not None
     recording = ModuleRecording(setup.candidate_model, limit=limit, keep_logits=measure_logits) if own else \
         RecordingModel(setup.model, limit=limit, keep_logits=measure_logits)

@@ -31,7 +31,8 @@ def cases(draw, model, target, names, defaults: dict, max_batch: int = 3, paddin
     (and the target's own limit), drawn as its family draws them (``testing.families``); ``fixed`` (a dict, or a
     strategy of dicts) overrides drawn settings; ``sampled``: temperatures > 0 only (tier S)."""
     family = target.family
-    prompt, mask = draw(prompts(model, min(max_batch, target.max_batch or max_batch), padding, infill=family.infill))
+    prompt, mask = draw((family.prompts or prompts)(model, min(max_batch, target.max_batch or max_batch), padding,
+                                                    infill=family.infill))
     settings = draw(family.settings(names, model, defaults, sampled))
     if fixed is not None:
         settings.update(draw(fixed) if isinstance(fixed, st.SearchStrategy) else fixed)

@@ -3,6 +3,8 @@ official code where one exists (spec/fastdllm.md FD4, FD8; spec/sequential.md SQ
 
 ``wino`` is WINO's ``decoding_wino`` (spec/wino.md), ``editing`` LLaDA2.1's block sampler with token edits
 (spec/editing.md): one row, no padding, their traces hold events.
+``diffusiongemma`` is transformers' ``DiffusionGemmaForBlockDiffusion.generate`` (spec/diffusiongemma.md): uniform-state
+canvases, veridec's cached decoder, bit-exact to the official loop; its family runs its own cases (DG11).
 ``sdar`` is SDAR / TraDo's ``block_diffusion_generate`` (spec/block_diffusion.md), cached as the published code
 calls the model, one step per model call (BD9).
 ``llada2`` is LLaDA2.0's loop (spec/block_diffusion.md BD12.1): full block-causal forwards of the canvas up to the
@@ -28,6 +30,7 @@ from veridec.reference import fastdllm as fastdllm_reference
 from veridec.reference.block_diffusion import llada2_generate
 
 from .families import block, editing, fastdllm_v2, sdar, wino
+from .families import diffusiongemma as diffusiongemma_family
 from .families import dream as dream_family
 from .families.common import Family
 from .official import Official
@@ -110,6 +113,10 @@ TARGETS = {
     ("editing", "none"): Target("editing", "llada", editing.EDITING, editing.EDITING_SETTINGS,
                                 length_name="max_new_tokens", call="veridec.reference.editing.generate", max_batch=1,
                                 family=editing.FAMILY),
+    ("diffusiongemma", "none"): Target("diffusiongemma", "diffusiongemma", diffusiongemma_family.decode_target,
+                                       diffusiongemma_family.DG_SETTINGS, mask_name="", length_name="max_new_tokens",
+                                       call="veridec.optimized.diffusiongemma.generate",
+                                       family=diffusiongemma_family.FAMILY),
 }
 AGAINST = sorted({name for name, _ in TARGETS})
 FAMILIES = {each.family.name: each.family for each in TARGETS.values()}  # the families of the targets
@@ -137,7 +144,8 @@ def _callable_target(decoder: Callable, convention: str) -> Target:
 
     base = {"llada": TARGETS[("fastdllm", "none")], "fastdllm": TARGETS[("fastdllm", "dual")],
             "dream": TARGETS[("dream", "none")], "hf-block": TARGETS[("sdar", "none")],
-            "fastdllm-v2": TARGETS[("fastdllm-v2", "none")]}
+            "fastdllm-v2": TARGETS[("fastdllm-v2", "none")],
+            "diffusiongemma": TARGETS[("diffusiongemma", "none")]}
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     template = base[convention]

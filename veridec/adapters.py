@@ -28,7 +28,7 @@ import torch
 from .decoding import check_llada_layout
 from .models import KVCache
 
-CONVENTIONS = ("llada", "fastdllm", "dream", "hf-block", "fastdllm-v2")
+CONVENTIONS = ("llada", "fastdllm", "dream", "hf-block", "fastdllm-v2", "diffusiongemma")
 
 
 @dataclass
@@ -304,6 +304,15 @@ class HFBlockConvention(_Convention):
         return found[1], found[2]
 
 
+def _diffusiongemma_model(model):
+    """The official convention of DiffusionGemma is transformers' model object itself; only a uniform-state model
+    has one, and a mask predictor is refused naming the convention (DG1.4)."""
+    if getattr(type(model), "uniform_state", False) is not True:
+        raise ValueError(f"the diffusiongemma convention needs a uniform-state model (veridec.models.diffusiongemma), "
+                         f"got {type(model).__name__}")
+    return model.hf
+
+
 def _block_visibility(attention_mask, batch: int, queries: int, keys: int, device) -> torch.Tensor:
     """[B|1, Q, K] booleans from block diffusion's mask: [B, Q, K] (JetAstra) or [B, 1, Q, K] (dLLM-RL), booleans
     or 0/1 (1 attends; K may be longer: its first K columns are read, as the published modelling slices them);
@@ -386,9 +395,12 @@ class FastDLLMV2Convention(_Convention):
 
 
 def adapt(model, convention: str):
-    """``model`` behind the named convention: "llada", "fastdllm", "dream", "hf-block" or "fastdllm-v2"."""
+    """``model`` behind the named convention: "llada", "fastdllm", "dream", "hf-block", "fastdllm-v2" or
+    "diffusiongemma" (transformers' own DiffusionGemmaForBlockDiffusion behind a uniform-state model:
+    spec/diffusiongemma.md DG11)."""
     adapters = {"llada": LLaDAConvention, "fastdllm": FastDLLMConvention, "dream": DreamConvention,
-                "hf-block": HFBlockConvention, "fastdllm-v2": FastDLLMV2Convention}
+                "hf-block": HFBlockConvention, "fastdllm-v2": FastDLLMV2Convention,
+                "diffusiongemma": _diffusiongemma_model}
     if convention not in adapters:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     return adapters[convention](model)

@@ -39,7 +39,7 @@ class Counters:
         self.model_calls += 1
 
 
-KINDS = ("commit", "revoke", "edit")
+KINDS = ("commit", "revoke", "edit", "accept", "renoise")  # the last two: uniform-state canvases (DG3.6)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Event:
     position: int  # canvas position
     old: int  # token before (the mask token for a commit)
     new: int  # token after (the mask token for a revocation)
-    confidence: float  # what decided it: the draft confidence of a commit, the verified one of a revocation
+    confidence: float  # what decided it: the draft confidence of a commit, the verified one of a revocation, the
+    # entropy of an acceptance or a renoising (DG3.6)
 
     def __post_init__(self):
         if self.kind not in KINDS:

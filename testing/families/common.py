@@ -65,7 +65,11 @@ class Family:
     settings with another value of it (the rest kept valid). ``infill``: prompts may hold a mask, decoded with the
     first block (SQ1.2). ``readings``: documented alternative readings of its rules, which a failure's report
     names where the candidate follows one (``testing.explain``; the other tie order is every family's);
-    ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence."""
+    ``details(setup, outcome)``: lines on the decision quantities of its rules at a failure's first divergence.
+    ``prompts(model, max_batch, padding, infill)``: its prompt strategy where the common one does not fit (no mask
+    token: uniform-state canvases); ``runners``: its own case runner per tier letter where the recording proxy does
+    not apply (``(setup, case) -> outcome``), and ``candidate_side(setup, prompt, mask, case, limit, seconds)``
+    its candidate's run (the knob search's); ``tiers``: the tiers it offers."""
 
     name: str
     settings: Callable
@@ -74,6 +78,10 @@ class Family:
     infill: bool = False
     readings: tuple = ()
     details: Callable | None = None
+    prompts: Callable | None = None
+    runners: dict = field(default_factory=dict)
+    candidate_side: Callable | None = None
+    tiers: tuple = ("E", "A", "S")
 
 
 def ordinary_tokens(model) -> list[int]:
