@@ -104,8 +104,8 @@ CHECKER = [
     Mutant(
         name="knob-moves-differently-judges-the-unchanged-case",
         path="testing/knobs.py",
-        original='outcome = run_case(setup, found["other"])',
-        replacement='outcome = run_case(setup, found["case"])',
+        original='outcome = setup.goal.family.runners.get("E", run_case)(setup, found["other"])',
+        replacement='outcome = setup.goal.family.runners.get("E", run_case)(setup, found["case"])',
         description="tier E's knob judgement compares the sides on the original case (already passed) instead of the changed one, so a setting read otherwise is never 'moves differently'",
         clause="spec/exactness.md EC7",
         tests=("tests/test_knobs.py",),

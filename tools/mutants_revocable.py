@@ -161,8 +161,8 @@ MUTANTS = [
            "spec/wino.md WN10", (WINO_CHECK,)),
     # --- testing/strategies.py, testing/knobs.py: drawing (EC2, EC7) ---
     Mutant("wino-max-batch-ignored", STRATEGIES,
-           "prompts(model, min(max_batch, target.max_batch or max_batch), padding,",
-           "prompts(model, max_batch, padding,",
+           "(family.prompts or prompts)(model, min(max_batch, target.max_batch or max_batch), padding,",
+           "(family.prompts or prompts)(model, max_batch, padding,",
            "the target's row limit is ignored: WINO cases get several (padded) rows, which the official function "
            "does not take",
            "spec/exactness.md EC2", (WINO_CHECK, CHECK)),
