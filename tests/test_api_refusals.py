@@ -96,9 +96,11 @@ def test_every_decoder_refuses_a_generator_that_is_no_torch_generator(decoder, g
     from veridec.testing import load_check_model
 
     generator = np.random.default_rng(0) if generator == "numpy" else generator
-    model = load_check_model("tiny-llada")
+    uniform_state = decoder.__module__.endswith("diffusiongemma")  # its decoders refuse a mask predictor first
+    model = load_check_model("diffusiongemma" if uniform_state else "tiny-llada")
     named = inspect.signature(decoder).parameters
-    extra = {key: value for key, value in (("rule", PRESETS["fastdllm"]), ("reward", None), ("prompt_texts", [""]))
+    extra = {key: value for key, value in (("rule", PRESETS["fastdllm"]), ("reward", None), ("prompt_texts", [""]),
+                                                        ("max_new_tokens", 4))
              if key in named and named[key].default is inspect.Parameter.empty}
     with pytest.raises(ValueError, match="generator must be None"):
         decoder(model, torch.tensor([[5, 6]]), generator=generator, **extra)
