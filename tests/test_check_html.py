@@ -117,3 +117,15 @@ def test_the_command_writes_the_page_and_refuses_a_folder_after_its_verdict(tmp_
         assert main([*words, "--html", str(where)]) == 2
         out, err = capsys.readouterr()
         assert "# veridec check: FAIL" in out and err.strip().startswith("veridec: --html: ")
+
+
+def test_cells_label_each_event_kind_by_hand():
+    """EC12's timeline cells: a commit shows its token, a revocation "old->M", an edit "old->new" (the mask id 9
+    written by a revocation never shows as a token); rows, later steps and no-op events stay out."""
+    from veridec.trace import Event, Trace
+
+    trace = Trace("t", {}, 2, 2, events=[
+        Event("commit", 0, 0, 2, 9, 5, 0.9), Event("revoke", 1, 0, 2, 5, 9, 0.4),
+        Event("edit", 1, 0, 3, 6, 7, 0.8), Event("commit", 0, 1, 2, 9, 4, 0.7),
+        Event("edit", 1, 0, 4, 3, 3, 0.5), Event("commit", 2, 0, 3, 9, 1, 0.6)])
+    assert cells(trace, 0, 2, 2) == {(0, 2): "5", (1, 2): "5->M", (1, 3): "6->7"}

@@ -1,6 +1,7 @@
 """veridec.rules.sdar's selections by hand (spec/block_diffusion.md BD5, BD6, BD10): the cases where a one-line slip
 in a comparison or a range shows, worked out from the clauses."""
 
+import pytest
 import torch
 
 from veridec.rules.sdar import SDARParams, official_overwrites, official_select, select
@@ -43,3 +44,21 @@ def test_the_published_static_selection_overwrites_past_the_masks():
     assert chosen(official_select(rule, MASKED, CONFIDENCE, 0)) == [0, 1, 2, 3]
     assert chosen(select(rule, MASKED, CONFIDENCE, PROBS, 4)) == [0, 2, 3]  # BD6.3: capped at the masks
     assert official_overwrites(rule, MASKED, 0) and not official_overwrites(rule, torch.ones(4, dtype=torch.bool), 0)
+
+
+def test_a_row_records_selection_gap_against_the_strongest_mask_left_by_hand():
+    """SQ0.5 / BD9: the selection gap is the weakest commit's confidence minus the strongest mask left's: committing
+    position 0 (0.9) of four masks whose others hold 0.5, 0.7 and 0.2 gives 0.9 - 0.7; a position that drew the
+    mask token stays masked (BD6.2) and counts among the masks left; nothing left gives +inf."""
+    from veridec.rules.sdar import row_record
+
+    mask_id, masked = 9, torch.tensor([True, True, True, True])
+    x0, x0_p = torch.tensor([1, 2, 3, 4]), torch.tensor([0.9, 0.5, 0.7, 0.2])
+    logits = torch.zeros(4, 10)
+    one = row_record(masked, torch.tensor([True, False, False, False]), x0, x0_p, logits, 10, mask_id)
+    assert one.positions == [10] and one.selection_gap == pytest.approx(0.9 - 0.7)
+    drew_mask = row_record(masked, torch.tensor([True, False, True, False]), torch.tensor([1, 2, mask_id, 4]), x0_p,
+                           logits, 0, mask_id)
+    assert drew_mask.positions == [0] and drew_mask.selection_gap == pytest.approx(0.9 - 0.7)
+    every = row_record(masked, masked, x0, x0_p, logits, 0, mask_id)
+    assert every.positions == [0, 2, 1, 3] and every.selection_gap == float("inf")
