@@ -15,6 +15,15 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=50
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", deadline=None, max_examples=20,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# seeded: random draws from a fixed seed (`--hypothesis-seed=N`), no example database: the mutation gate's
+# `--seeds N` runs (a kill that holds for one draw only is luck). deep: the same with VERIDEC_DEEP_EXAMPLES
+# examples a test (tools/oracle_profile.py; default 1000; `oracles.bridge.examples` lifts tests that ask for more).
+settings.register_profile("seeded", derandomize=False, database=None, deadline=None, max_examples=50, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("deep", derandomize=False, database=None, deadline=None, print_blob=True,
+                          max_examples=int(os.environ.get("VERIDEC_DEEP_EXAMPLES", "1000")),
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.filter_too_much])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

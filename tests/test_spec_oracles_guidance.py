@@ -44,6 +44,7 @@ imports, on 2 shared cores).
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -623,8 +624,8 @@ def oracle_hybrid(model, canvas, r0_resp, P, mask_id, params, draw, permutation)
 
 def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
     """The oracle's decisions are clear of float rounding by ``margin``: candidate confidences tied only between
-    identical rows, each top-p cut and greedy argmax clear, each gamma clear of tau or EXACTLY tau on a flat row
-    with r0 = 0 (then both sides compute 1/m exactly)."""
+    identical rows, each top-p cut and greedy argmax clear, each gamma clear of tau or EXACTLY tau: one finite logit
+    (gamma = 1 whatever r0) or a flat row with r0 = 0 (then both sides compute 1/m exactly)."""
     canvas0, l0 = seen[0]
     guided0 = [O.guided_logits(l0[i], r0[i]) for i in range(len(canvas0))]
     live = [i for i, t in enumerate(canvas0) if t == mask_id]
@@ -642,13 +643,23 @@ def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
             return False
         if j > 0:
             gamma = out["gammas"][j]
-            finite = {v for v in row if v != NEG}
-            if gamma == params.tau:
-                if not (exact_r0 and len(finite) == 1):
+            finite = [v for v in row if v != NEG]
+            if gamma == params.tau:  # exact on both sides: one finite logit (gamma = 1), or a flat row with r0 = 0
+                if not (len(finite) == 1 or exact_r0 and len(set(finite)) == 1):
                     return False
             elif abs(gamma - params.tau) <= margin:
                 return False
     return True
+
+
+def response_canvas(data, V, P, G, mask_id, forced: bool) -> list[int]:
+    """A canvas of P prompt tokens and G response slots, each masked or a token; ``forced``: at least one masked
+    (a drawn slot), constructed rather than rejected."""
+    canvas = [data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
+        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
+    if forced:
+        canvas[P + data.draw(st.integers(0, G - 1))] = mask_id
+    return canvas
 
 
 fastguide_params = st.builds(
@@ -668,9 +679,7 @@ def test_hybrid_step_matches_the_oracle_with_exact_recomputation(data, V, P, G, 
     mask_id = V - 1
     L = P + G
     model = data.draw(table_model(L, V, mask_id, flat=True))
-    canvas = [data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
-        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
-    assume(mask_id in canvas[P:])
+    canvas = response_canvas(data, V, P, G, mask_id, forced=True)
     E = data.draw(embedding_table(V, 2))
     weight = [0.0, 0.0] if zero_reward else data.draw(st.lists(st.sampled_from(GRID), min_size=2, max_size=2))
     reward = LinearReward(t64(E), t64(weight))
@@ -727,10 +736,8 @@ def test_batched_hybrid_step_matches_the_oracle_row_by_row(data, V, P, G, k, tau
     mask_id = V - 1
     L = P + G
     model = data.draw(table_model(L, V, mask_id, flat=True))
-    canvases = [[data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
-        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
-        for _ in range(2)]
-    assume(any(mask_id in c for c in canvases))
+    forced = data.draw(st.integers(0, 1))  # the row sure to hold a mask; the other may hold none
+    canvases = [response_canvas(data, V, P, G, mask_id, forced=b == forced) for b in range(2)]
     params = FastGuideParams(k=k, tau=tau, greedy=True, top_p=1e-9, order=order)
     reward = LinearReward(t64([[1.0]] * V), t64([0.0]))  # r0 = 0 exactly
     guidance = GuidanceParams(steps=1)
@@ -751,6 +758,66 @@ def test_batched_hybrid_step_matches_the_oracle_row_by_row(data, V, P, G, k, tau
     for b in range(2):
         assert got[b].tolist() == outs[b]["canvas"]
         assert commits_of(trace, row=b) == outs[b]["commits"]
+
+
+# Per response slot of the grid below: its logits row (V = 4, mask_id = 3) and what GF1 does with it as a later
+# candidate at tau = 1/2: gamma = e^3 / (e^3 + 2) = 0.91 commits, 1/3 defers, exactly 1/2 commits (equality).
+GRID_ROWS = {"commits": [3.0, 0.0, 0.0, NEG], "defers": [0.0, 0.0, 0.0, NEG], "ties": [0.0, 0.0, NEG, NEG],
+             "unmasked": [0.0, 1.0, 0.0, NEG]}
+
+
+def hybrid_grid_case(pattern, order, k, seed=0):
+    """One hybrid step on a one-row canvas (prompt [0], response slots as ``pattern``), greedy and top-p tiny
+    (every token an argmax), zero guidance: (the oracle's output, production's canvas, trace, recomputations)."""
+    V, P, mask_id = 4, 1, 3
+    canvas = [0] + [1 if kind == "unmasked" else mask_id for kind in pattern]
+    L = len(canvas)
+    model = TableModel([[0.0] * V] + [GRID_ROWS[kind] for kind in pattern],
+                       [[[[0.0] * V for _ in range(L)] for _ in range(V)] for _ in range(L)], mask_id)
+    params = FastGuideParams(k=k, tau=0.5, greedy=True, top_p=1e-9, order=order)
+    reward, guidance = LinearReward(t64([[1.0]] * V), t64([0.0])), GuidanceParams(steps=1)  # r0 = 0 exactly
+    x, perm = torch.tensor([canvas]), None
+    if order == "random":  # the permutation's draws come after guidance's (G4) in production's stream
+        replay = gen(seed)
+        guidance_vector(reward, model.logits(x)[:, P:], x[:, P:], x[:, P:] == mask_id, guidance, replay)
+        perm = torch.randperm(min(k, canvas.count(mask_id)), generator=replay).tolist()
+    out, _, _ = oracle_hybrid(model, canvas, [[0.0] * V for _ in pattern], P, mask_id, params,
+                              lambda dist, pos: dist.index(max(dist)), perm)
+    trace = Trace("t", {}, P, 1)
+    recorder = Recording(ExactRecompute(model, None, P, trace.counters))
+    got = hybrid_step(x, P, recorder, reward, params, guidance, mask_id, trace, gen(seed))
+    return out, got[0].tolist(), trace, recorder.calls
+
+
+def test_hybrid_step_grid_reaches_every_branch_of_gf1():
+    """GF1 + GF2 on every pattern of 3 response slots over {commits, defers, gamma = tau exactly, unmasked}, every
+    verification order, k = 3 and 2: a_1 committed whatever its gamma, a deferral then a recomputation asked after
+    the last COMMITTED slot (not the deferred one), equality at tau committing, fewer masks than k, no mask at all
+    (an empty candidate set: nothing changes). Each case against the oracle; the branches are counted, so the grid
+    cannot silently stop reaching one."""
+    reached = {"deferral then recomputation": 0, "gamma = tau commits": 0, "a_1 below tau commits": 0,
+               "fewer masks than k": 0, "no candidate": 0}
+    for pattern in itertools.product(GRID_ROWS, repeat=3):
+        for order, k in (("confidence", 3), ("reverse-confidence", 3), ("left-to-right", 3), ("random", 3),
+                         ("left-to-right", 2)):
+            out, canvas, trace, calls = hybrid_grid_case(pattern, order, k, seed=len(pattern) + k)
+            case = (pattern, order, k)
+            assert canvas == out["canvas"], case
+            assert commits_of(trace) == out["commits"], case
+            assert trace.counters.full_forwards == out["full_forwards"], case
+            committed, expected_calls = {a for a, _ in out["commits"]}, []
+            last = out["candidates"][0] - 1 if out["candidates"] else None
+            for a in out["candidates"][1:]:
+                expected_calls.append(([last], [a - 1]))
+                last = a - 1 if a in committed else last
+            assert calls == expected_calls, case
+            later = out["candidates"][1:]
+            reached["deferral then recomputation"] += any(a in out["deferred"] for a in later[:-1])
+            reached["gamma = tau commits"] += any(g == 0.5 and a in committed for g, a in zip(out["gammas"][1:], later))
+            reached["a_1 below tau commits"] += bool(later) and pattern[out["candidates"][0] - 1] in ("defers", "ties")
+            reached["fewer masks than k"] += 3 - pattern.count("unmasked") < k
+            reached["no candidate"] += not out["candidates"]
+    assert all(reached.values()), reached
 
 
 def hybrid_fixture(first_rows, later_rows, mask_id):

@@ -45,7 +45,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from oracles import sequential as O
-from oracles.bridge import EPS32, F64, Draws, ListPredictor, assert_close, oracle_callable
+from oracles.bridge import EPS32, F64, Draws, ListPredictor, assert_close, examples, oracle_callable
 from veridec.models import random_model
 from veridec.models.interface import PredictorOutput, SpecialTokens
 from veridec.models.tiny import never_predicts_mask
@@ -320,7 +320,7 @@ def test_worked_example(name):
 
 
 # ================================================================================== LLaDA: schedules
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=3), st.integers(1, 8))
 def test_transfer_schedule_is_the_oracle_schedule(counts, steps_per_block):
     blocks = 2
@@ -329,7 +329,7 @@ def test_transfer_schedule_is_the_oracle_schedule(counts, steps_per_block):
     assert schedule == [O.llada_schedule(m, steps_per_block) for m in counts]
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=3), st.integers(1, 8))
 def test_tokens_per_step_schedule_is_the_oracle_schedule(counts, k):
     assume(max(counts) > 0)  # an all-empty block: test_tokens_per_step_schedule_of_an_empty_block
@@ -396,7 +396,7 @@ def llada_step_cases(draw):
                 seed=draw(st.integers(0, 2**31 - 1)))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(llada_step_cases())
 def test_llada_step_matches_the_oracle(case):
     """SQ1.4, SQ1.6, SQ0.4: proposals, confidences, the ranked selection and the canvas, with the generator's
@@ -455,7 +455,7 @@ def llada_decodes(draw):
     return name, prompt, attention if with_mask else None, kw, rng.randrange(2**31)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(llada_decodes())
 def test_llada_generate_matches_the_oracle(setup):
     """SQ1 end to end: canvas, per-step commits (positions in rank order, tokens, confidences) and counters, with
@@ -516,7 +516,7 @@ def filter_cases(draw):
     return logits.tolist(), temperature, top_p, top_k
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(filter_cases())
 def test_filtered_distribution_matches_the_oracle(case):
     """SQ2.5: temperature, then top-p (the crossing token kept), then top-k (boundary ties kept)."""
@@ -609,7 +609,7 @@ def scatter(values, positions_by_row, batch, length, fill=None):
     return out
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(dream_step_cases())
 def test_dream_step_matches_the_oracle(case):
     """SQ2.4-SQ2.5 for maskgit_plus / topk_margin / entropy (count given as tokens_per_step, clamped per row):
@@ -674,7 +674,7 @@ def origin_cases(draw):
                 top_p=draw(st.sampled_from([None, 0.5])), seed=draw(st.integers(0, 2**31 - 1)))
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(origin_cases())
 def test_origin_reveal_matches_the_oracle(case):
     """SQ2.3: one float32 uniform per mask (row-major), revealed iff u < p with p = 1 - s/t in float32 (1 on the
@@ -730,7 +730,7 @@ def test_transfer_count_sweep_matches_the_oracle():
                 assert got == O.dream_transfer_count(counts, step, steps, eps), (steps, eps, step, counts)
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80))
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=4), st.integers(1, 30),
        st.sampled_from([1e-3, 0.05, 0.1, 0.25, 0.5]), st.data())
 def test_transfer_count_uses_the_mean_over_rows(counts, steps, eps, data):
@@ -768,7 +768,7 @@ def dream_decodes(draw):
     return name, prompt, attention if with_mask else None, kw, rng.randrange(2**31)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(dream_decodes())
 def test_dream_generate_matches_the_oracle(setup):
     """SQ2 end to end: canvas, per-step commits and forwards, the oracle replaying the production's recorded
@@ -862,7 +862,7 @@ def llada_arguments(draw):
     return special, kw
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(llada_arguments())
 def test_llada_argument_checks_match_the_oracle(arguments):
     """SQ0.6, SQ1.2: production refuses (ValueError) exactly the arguments the oracle refuses."""
