@@ -15,6 +15,7 @@ from tools.mutants_block_cache import MUTANTS as BLOCK_CACHE
 from tools.mutants_block_diffusion import MUTANTS as BLOCK_DIFFUSION
 from tools.mutants_block_parallel import MUTANTS as BLOCK_PARALLEL
 from tools.mutants_checker import MUTANTS as CHECKER
+from tools.mutants_draws import MUTANTS as DRAWS
 from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
 from tools.mutants_llada2 import MUTANTS as LLADA2
@@ -59,7 +60,7 @@ def test_all_catalogues_load_as_one_with_unique_names():
     every = mutation.load_catalogue("all")
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
                           + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL)
-                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW))
+                          + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW) + len(DRAWS))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

@@ -604,7 +604,7 @@ CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants
               "tools/mutants_revocable.py", "tools/mutants_block_cache.py", "tools/mutants_own_model.py",
               "tools/mutants_block_diffusion.py", "tools/mutants_hostile.py", "tools/mutants_block_parallel.py",
               "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py",
-              "tools/mutants_narrow.py")
+              "tools/mutants_narrow.py", "tools/mutants_draws.py")
 
 
 def load_catalogue(path: str | None) -> list[Mutant]:
