@@ -292,3 +292,42 @@ def test_related_to_selects_mutants_by_their_related_tests():
         mutation.SEEDS_REPORT
     assert mutation.default_report(Namespace(only=None, catalogue="all", seeds=3, related_to=["x"])).parent != \
         mutation.DEFAULT_REPORT.parent
+
+
+def test_a_kill_by_a_test_without_draws_is_not_rerun_per_seed(tmp_path, monkeypatch):
+    """Killed under seed 1 by a plain (non-Hypothesis) test: the same kill on every seed, run once."""
+    mutant = next(m for m in MUTANTS if m.path.endswith(".py"))
+    seen = []
+
+    def fake_phases(mutant, line, sandbox, module, options, pristine, seed):
+        seen.append(seed)
+        result = fake_result(mutant, "killed", "tests/x.py::plain", seed)
+        result.runs[0]["first_failure"] = {"nodeid": "tests/x.py::plain", "hypothesis": False}
+        return result
+
+    monkeypatch.setattr(mutation, "run_phases", fake_phases)
+    args = mutation.build_parser().parse_args(["--seeds", "3", "--related-only"])
+    result = mutation.run_mutant(mutant, tmp_path / "work", mutation.ROOT, ["pyproject.toml", mutant.path], args, None)
+    assert seen == [1] and result.status == "killed" and result.seed_kills == [1, 2, 3] and len(result.runs) == 1
+    assert "draws nothing from Hypothesis" in result.detail
+
+
+def test_the_probe_records_whether_the_failing_test_draws(tmp_path):
+    """The probe plugin marks the first failure as a Hypothesis test or not (the --seeds shortcut reads it)."""
+    (tmp_path / "test_two.py").write_text(
+        "from hypothesis import given, strategies as st\n\n"
+        "@given(st.integers())\ndef test_drawn(x):\n    assert False\n\n"
+        "def test_plain():\n    assert False\n")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "_mutation_probe.py").write_text(mutation.PROBE_PLUGIN)
+    seen = {}
+    for name in ("test_drawn", "test_plain"):
+        probe = tmp_path / f"{name}.json"
+        env = {**mutation.os.environ, "PYTHONPATH": str(shim), "MUTATION_ROOT": str(tmp_path),
+               "MUTATION_PROBE": str(probe), "MUTATION_IMPORTS": ""}
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "_mutation_probe", "-p", "no:cacheprovider",
+                        "-p", "no:veridec", f"test_two.py::{name}"], cwd=tmp_path, env=env, capture_output=True,
+                       timeout=120)
+        seen[name] = mutation.json.loads(probe.read_text())["first_failure"]["hypothesis"]
+    assert seen == {"test_drawn": True, "test_plain": False}

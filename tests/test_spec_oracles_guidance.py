@@ -130,11 +130,16 @@ def keep_exceeds(probs, top_p) -> list[int]:
     return sorted(v for v in kept if probs[v] > 0)
 
 
-def separated(values, keys, margin) -> bool:
+def separated(values, keys, margin, top: int | None = None) -> bool:
     """Every pair of ``values`` is either exactly equal with identical ``keys`` (so every implementation ties
-    them exactly) or further apart than ``margin``."""
+    them exactly) or further apart than ``margin``. ``top``: only the pairs the decision reads, those with a value
+    among the ``top`` largest (the choice of the top ones and their order; near-ties below them decide nothing)."""
+    ranked = sorted(range(len(values)), key=lambda i: -values[i])
+    read = set(ranked[:top]) if top is not None else set(range(len(values)))
     for i in range(len(values)):
         for j in range(i + 1, len(values)):
+            if i not in read and j not in read:
+                continue
             if keys[i] == keys[j]:
                 if values[i] != values[j]:
                     return False
@@ -467,13 +472,13 @@ def test_guided_step_matches_the_oracle(data, V, B, G, T, p, seed):
     mask_id = data.draw(st.integers(0, V - 1))
     guided = [data.draw(logit_rows(G, V, mask_id)) for _ in range(B)]
     masked = [data.draw(st.lists(st.booleans(), min_size=G, max_size=G)) for _ in range(B)]
-    response = [[mask_id if m else data.draw(st.integers(0, V - 1).filter(lambda t: t != mask_id)) for m in row]
+    response = [[mask_id if m else token_other_than(data, V, mask_id) for m in row]
                 for row in masked]
     slots, dists = [], []
     for b in range(B):
         live = [g for g in range(G) if masked[b][g]]
         assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                         [excluded_key(guided[b][g], mask_id) for g in live], ULP))
+                         [excluded_key(guided[b][g], mask_id) for g in live], ULP, top=1))
         if live:
             slot, dist = O.sequential_guided_step(guided[b], masked[b], T, p, mask_id)
             assume(top_p_clear(O.exclude_token(guided[b][slot], mask_id), T, p))
@@ -529,7 +534,7 @@ def test_sequential_guided_decoding_matches_the_oracle_step_by_step(data, V, P, 
         for b in range(B):
             live = [g for g in range(G) if masked[b][g]]
             assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                             [excluded_key(guided[b][g], mask_id) for g in live], margin))
+                             [excluded_key(guided[b][g], mask_id) for g in live], margin, top=1))
             slot, dist = O.sequential_guided_step(guided[b], masked[b], T, p, mask_id)
             assume(top_p_clear(O.exclude_token(guided[b][slot], mask_id), T, p, margin))
             step.append(slot)
@@ -581,7 +586,7 @@ def test_candidates_match_the_oracle(data, V, B, G, k, order, seed):
     for b in range(B):
         live = [g for g in range(G) if masked[b][g]]
         assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                         [excluded_key(guided[b][g], mask_id) for g in live], ULP))
+                         [excluded_key(guided[b][g], mask_id) for g in live], ULP, top=k))
     got = candidates(t64(guided), torch.tensor(masked), k, mask_id, order, gen(seed))
     replay = gen(seed)
     for b in range(B):
@@ -630,7 +635,7 @@ def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
     guided0 = [O.guided_logits(l0[i], r0[i]) for i in range(len(canvas0))]
     live = [i for i, t in enumerate(canvas0) if t == mask_id]
     if not separated([O.confidence(guided0[i], mask_id) for i in live],
-                     [excluded_key(guided0[i], mask_id) for i in live], margin):
+                     [excluded_key(guided0[i], mask_id) for i in live], margin, top=params.k):
         return False
     for j, a in enumerate(out["candidates"]):
         phi = guided0[a] if j == 0 else O.guided_logits(seen[j][1][a], r0[a])
@@ -650,6 +655,12 @@ def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
             elif abs(gamma - params.tau) <= margin:
                 return False
     return True
+
+
+def token_other_than(data, V, mask_id) -> int:
+    """A token of range(V) other than ``mask_id``, drawn directly (a filter rejected half the draws at V = 2)."""
+    token = data.draw(st.integers(0, V - 2))
+    return token + (token >= mask_id)
 
 
 def response_canvas(data, V, P, G, mask_id, forced: bool) -> list[int]:

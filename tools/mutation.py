@@ -200,6 +200,7 @@ ROOT = Path(os.environ["MUTATION_ROOT"]).resolve()
 PROBE = Path(os.environ["MUTATION_PROBE"])
 CURRENT = Path(os.environ["MUTATION_PROBE"] + ".current")
 STATE = {"imports": {}, "import_errors": {}, "outside": [], "first_failure": None, "finished": False}
+DRAWS = {}  # node id of a failed test -> whether it is a Hypothesis test (its examples depend on the seed)
 
 
 def _inside(file):
@@ -232,8 +233,16 @@ def _error(report):
 
 def _record(nodeid, when, report):
     if STATE["first_failure"] is None:
-        STATE["first_failure"] = {"nodeid": nodeid, "when": when, "error": _error(report)}
+        STATE["first_failure"] = {"nodeid": nodeid, "when": when, "error": _error(report),
+                                  "hypothesis": DRAWS.get(nodeid, True)}
         _save()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed:
+        DRAWS[report.nodeid] = hasattr(getattr(item, "obj", None), "hypothesis")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -434,10 +443,24 @@ def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], opt
     sandbox = Sandbox(work, snapshot, files)
     line = apply(mutant, sandbox.repo)
     module = module_name(mutant.path, sandbox.packages, sandbox.repo)
-    per_seed = [run_phases(mutant, line, sandbox, module, options, pristine, seed) for seed in seed_list(options)]
-    result = per_seed[0] if len(per_seed) == 1 else combine_seeds(per_seed, seed_list(options))
+    seeds, per_seed = seed_list(options), []
+    for seed in seeds:
+        per_seed.append(run_phases(mutant, line, sandbox, module, options, pristine, seed))
+        if len(seeds) > 1 and seed_free_kill(per_seed[0]):  # the same kill under every seed: not rerun
+            per_seed = [per_seed[0]] * len(seeds)
+            per_seed[0].detail += " (a test that draws nothing from Hypothesis: the same kill on every seed)"
+            break
+    result = per_seed[0] if len(per_seed) == 1 else combine_seeds(per_seed, seeds)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def seed_free_kill(result: Result) -> bool:
+    """A kill by a failing test that is not a Hypothesis test holds under every seed: under another seed the run
+    either fails earlier (a kill) or reaches that test, which draws nothing from the seed, and fails again."""
+    failure = result.runs[-1].get("first_failure") if result.runs else None
+    return (result.status == "killed" and result.killer != "timeout" and failure is not None
+            and failure.get("hypothesis") is False)
 
 
 def combine_seeds(per_seed: list[Result], seeds: list[int]) -> Result:
@@ -446,7 +469,8 @@ def combine_seeds(per_seed: list[Result], seeds: list[int]) -> Result:
     kills = [seed for seed, r in zip(seeds, per_seed) if r.status == "killed"]
     first = next((r for r in per_seed if r.status == "error"), None) or next(
         (r for r in per_seed if r.status == "killed"), per_seed[0])
-    result = replace(first, runs=[run for r in per_seed for run in r.runs], seeds=list(seeds), seed_kills=kills)
+    runs = [run for i, r in enumerate(per_seed) if all(r is not q for q in per_seed[:i]) for run in r.runs]
+    result = replace(first, runs=runs, seeds=list(seeds), seed_kills=kills)
     if first.status != "error":
         result.status = ("killed" if len(kills) == len(seeds) else "seed-dependent" if kills
                          else "inconclusive" if any(r.status == "inconclusive" for r in per_seed) else "survived")
