@@ -853,12 +853,14 @@ def raises_value_error(call) -> bool:
 @st.composite
 def llada_arguments(draw):
     special = SpecialTokens(mask_id=9, eos_id=draw(st.sampled_from([None, 7])), eot_id=draw(st.sampled_from([None, 8])))
+    tokens_per_step = draw(st.sampled_from([None, None, 0, 1, 3]))
+    # steps < 1 with tokens_per_step too: both refuse it (SQ0.6, test_tokens_per_step_still_validates_steps)
     kw = dict(steps=draw(st.integers(-1, 5)), gen_length=draw(st.integers(0, 4)),
               block_length=draw(st.integers(0, 4)), temperature=draw(st.sampled_from([-0.5, 0.0, 1.0])),
               cfg_scale=draw(st.sampled_from([-1.0, 0.0, 1.5])),
               remasking=draw(st.sampled_from(["low_confidence", "random", "top_k"])),
               logits_eos_inf=draw(st.booleans()), confidence_eos_eot_inf=draw(st.booleans()),
-              tokens_per_step=draw(st.sampled_from([None, None, 0, 1, 3])))
+              tokens_per_step=tokens_per_step)
     return special, kw
 
 
@@ -867,7 +869,6 @@ def llada_arguments(draw):
 def test_llada_argument_checks_match_the_oracle(arguments):
     """SQ0.6, SQ1.2: production refuses (ValueError) exactly the arguments the oracle refuses."""
     special, kw = arguments
-    assume(kw["tokens_per_step"] is None or kw["steps"] >= 1)  # test_tokens_per_step_does_not_validate_steps
     production = raises_value_error(lambda: check_special(LLaDAParams(**kw), special))
     oracle = raises_value_error(lambda: O.llada_check_params(**kw, eos_id=special.eos_id, eot_id=special.eot_id))
     assert production == oracle

@@ -65,6 +65,12 @@ def _observe(observation, thread=None):
 
 
 add_observability_callback(_observe, all_threads=True)
+# HYPOTHESIS_EXPERIMENTAL_OBSERVABILITY_NOCOVER also makes Hypothesis append every observation to .hypothesis/
+# (megabytes a run): that writer is taken off again, the counts above are all this needs.
+_hypothesis_observability = __import__("hypothesis.internal.observability", fromlist=["_"])
+_writer = getattr(_hypothesis_observability, "_deliver_to_file", None)
+if _writer in getattr(_hypothesis_observability, "_callbacks_all_threads", []):
+    _hypothesis_observability._callbacks_all_threads.remove(_writer)
 
 
 def pytest_runtest_logreport(report):
