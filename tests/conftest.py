@@ -6,7 +6,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -24,6 +24,9 @@ settings.register_profile("deep", derandomize=False, database=None, deadline=Non
                           max_examples=int(os.environ.get("VERIDEC_DEEP_EXAMPLES", "1000")),
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
+# explicit: the ci profile's explicit @examples only, no generated case (tools/oracle_coverage.py: what the tests reach
+# on purpose, whatever the draws).
+settings.register_profile("explicit", settings.get_profile("ci"), phases=[Phase.explicit])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -36,6 +36,7 @@ precise in spec/parallel.md (P6: entropy ties are ties of the computed values; P
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -714,6 +715,75 @@ def test_factor_rule_matches_the_oracle_on_a_grid_of_level_edges():
                     reached["rank 1 forced"] += n >= 1 and row[0] == 0.0
                     reached["no candidate"] += n == 0
     assert all(reached.values()), reached
+
+
+def grid_view(rows: list[list[float]], candidates: list[list[bool]], **fields) -> StepView:
+    """A StepView of confidence rows (-inf off the candidates), p(x̂) = the confidence (low_confidence remasking)."""
+    conf = torch.tensor([[c if m else -INF for c, m in zip(r, cand)] for r, cand in zip(rows, candidates)],
+                        dtype=torch.float64)
+    ranking, rank = stable_ranking(conf)
+    return StepView(conf, torch.tensor(candidates), None, ranking, rank, token_probs=conf.clamp(min=0.0), **fields)
+
+
+def test_threshold_and_topk_match_the_oracle_on_a_grid_of_bounds():
+    """P2, P3, TC1 on purpose: every non-increasing row of up to 4 candidates over {tau, one ulp either side, 1.0,
+    0.25}, inclusive and strict, certified or not (the certificate's strict sum + max < 1: 1.0 and 0.75 pass,
+    two errors of 1/4 and 1/2 do not), no candidate, a top-1 below tau committed alone; top-k with k below,
+    at and above N."""
+    rows = [list(r) for n in range(5) for r in itertools.combinations_with_replacement(
+        [1.0, up(0.75), 0.75, down(0.75), 0.25], n)]
+    for tau in (0.75, 0.5, 1.0):
+        rows_t = [[(tau if c == 0.75 else up(tau) if c == up(0.75) else down(tau) if c == down(0.75) else c)
+                   for c in r] for r in rows]
+        width = 4
+        padded = [r + [0.0] * (width - len(r)) for r in rows_t]
+        view = grid_view(padded, [[i < len(r) for i in range(width)] for r in rows_t])
+        for inclusive in (True, False):
+            for certify in (False, True):
+                got = Threshold(tau, inclusive=inclusive, certified=certify).counts(view).tolist()
+                for r, k in zip(rows_t, got):
+                    want = O.threshold_count(r, tau, inclusive)
+                    if certify:
+                        want = O.certified_prefix_length(r[:want])
+                    assert k == want, (tau, inclusive, certify, r, k, want)
+        for k in range(1, 6):
+            assert TopK(k).counts(view).tolist() == [O.topk_count(len(r), k) for r in rows_t]
+
+
+def test_quota_matches_the_oracle_on_a_grid():
+    """P9 / SQ1.3 on purpose: M = 0..6 masks at the block's start, S = 1..4 steps, every step i = 0..S + 1 (past
+    the schedule the last quota repeats), N = 0..6 candidates (the quota capped by them)."""
+    for steps in range(1, 5):
+        for block_step in range(steps + 2):
+            cases = [(m, n) for m in range(7) for n in range(7)]
+            view = grid_view([[0.5] * 6 for _ in cases], [[i < n for i in range(6)] for _, n in cases],
+                             block_step=block_step, block_masks_at_start=torch.tensor([m for m, _ in cases]))
+            got = Quota(steps).counts(view).tolist()
+            assert got == [O.quota_count(m, steps, block_step, n) for m, n in cases], (steps, block_step)
+
+
+def test_localleap_matches_the_oracle_on_a_grid_of_bounds():
+    """P5 on purpose: every row of 4 positions over {kappa, tau, one ulp under each, 0.1}, a candidate or a committed
+    position in between, radius 0, 1 and 2 (a neighbour exactly at the radius, one past it), inclusive and strict,
+    certified or not."""
+    kappa, tau = 0.875, 0.625
+    values = [kappa, down(kappa), tau, down(tau), 0.1]
+    rows = [list(r) for r in itertools.product(values, repeat=4)]
+    for gap in (None, 1):
+        cands = [[i != gap for i in range(4)] for _ in rows]
+        view = grid_view(rows, cands)
+        ranking = view.ranking.tolist()
+        for radius in (0, 1, 2):
+            for inclusive in (True, False):
+                for certify in (False, True):
+                    got = LocalLeap(kappa, radius, tau, inclusive=inclusive, certified=certify).select(view).tolist()
+                    for b, row in enumerate(rows):
+                        order = ranking[b][:sum(cands[b])]
+                        want = O.localleap_select(order, row, kappa, radius, tau, inclusive)
+                        if certify:
+                            want = want[:O.certified_prefix_length([row[i] for i in want])]
+                        assert sorted(i for i, x in enumerate(got[b]) if x) == sorted(want), (row, gap, radius,
+                                                                                             inclusive, certify)
 
 
 # ------------------------------------------------------------------------------------- whole decodes
