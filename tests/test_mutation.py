@@ -239,15 +239,17 @@ def test_run_mutant_runs_every_seed_on_one_copy(tmp_path, monkeypatch):
     mutant = next(m for m in MUTANTS if m.path.endswith(".py"))
     seen = []
 
-    def fake_phases(mutant, line, sandbox, module, options, pristine, seed):
-        seen.append((seed, sandbox.repo))
+    def fake_phases(mutant, line, sandbox, module, options, pristine, seed, only=None):
+        seen.append((seed, sandbox.repo, only))
         assert mutant.replacement in (sandbox.repo / mutant.path).read_text()
         return fake_result(mutant, "killed" if seed != 2 else "survived", "tests/x.py::t", seed)
 
     monkeypatch.setattr(mutation, "run_phases", fake_phases)
     args = mutation.build_parser().parse_args(["--seeds", "3", "--related-only"])
     result = mutation.run_mutant(mutant, tmp_path / "work", mutation.ROOT, ["pyproject.toml", mutant.path], args, None)
-    assert [s for s, _ in seen] == [1, 2, 3] and len({r for _, r in seen}) == 1
+    # seeds 2 and 3 try seed 1's killer alone first; under seed 2 it passes, so the whole selection runs
+    assert [(s, o) for s, _, o in seen] == [(1, None), (2, ["tests/x.py::t"]), (2, None), (3, ["tests/x.py::t"])]
+    assert len({r for _, r, _ in seen}) == 1
     assert result.status == "seed-dependent" and result.seed_kills == [1, 3] and "seed(s) 2" in result.detail
     header = mutation.run_header(args, ["--seeds", "3"], ["pyproject.toml"], MUTANTS, [mutant])
     text = mutation.render([result], header, done=True)
@@ -299,7 +301,7 @@ def test_a_kill_by_a_test_without_draws_is_not_rerun_per_seed(tmp_path, monkeypa
     mutant = next(m for m in MUTANTS if m.path.endswith(".py"))
     seen = []
 
-    def fake_phases(mutant, line, sandbox, module, options, pristine, seed):
+    def fake_phases(mutant, line, sandbox, module, options, pristine, seed, only=None):
         seen.append(seed)
         result = fake_result(mutant, "killed", "tests/x.py::plain", seed)
         result.runs[0]["first_failure"] = {"nodeid": "tests/x.py::plain", "hypothesis": False}

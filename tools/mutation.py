@@ -445,11 +445,17 @@ def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], opt
     module = module_name(mutant.path, sandbox.packages, sandbox.repo)
     seeds, per_seed = seed_list(options), []
     for seed in seeds:
-        per_seed.append(run_phases(mutant, line, sandbox, module, options, pristine, seed))
-        if len(seeds) > 1 and seed_free_kill(per_seed[0]):  # the same kill under every seed: not rerun
+        if per_seed and seed_free_kill(per_seed[0]):  # the same kill under every seed: not rerun
             per_seed = [per_seed[0]] * len(seeds)
             per_seed[0].detail += " (a test that draws nothing from Hypothesis: the same kill on every seed)"
             break
+        run = None
+        if per_seed and per_seed[0].status == "killed" and per_seed[0].killer != "timeout":
+            # the first seed's killer alone under this seed first: its draws do not depend on the tests before it
+            run = run_phases(mutant, line, sandbox, module, options, pristine, seed, only=[per_seed[0].killer])
+        if run is None or run.status not in ("killed", "inconclusive"):
+            run = run_phases(mutant, line, sandbox, module, options, pristine, seed)
+        per_seed.append(run)
     result = per_seed[0] if len(per_seed) == 1 else combine_seeds(per_seed, seeds)
     result.seconds = time.perf_counter() - started
     return result
@@ -481,13 +487,14 @@ def combine_seeds(per_seed: list[Result], seeds: list[int]) -> Result:
 
 
 def run_phases(mutant: Mutant, line: int, sandbox: Sandbox, module: str | None, options, pristine: Pristine | None,
-               seed: int | None) -> Result:
-    """One gate run of the patched copy under ``seed``: its related tests, then (unless they kill it) the rest."""
+               seed: int | None, only: list[str] | None = None) -> Result:
+    """One gate run of the patched copy under ``seed``: its related tests, then (unless they kill it) the rest;
+    ``only``: these node ids alone (a kill under them is a kill of the whole run under that seed)."""
     started = time.perf_counter()
-    related = ("related", list(mutant.tests), options.timeout)
+    related = ("related", only or list(mutant.tests), options.timeout)
     phases = [("suite", suite_selection(mutant, True), options.suite_timeout)] if options.full else [
         related, ("suite", suite_selection(mutant, False), options.suite_timeout)]
-    if getattr(options, "related_only", False):  # triage: the mutant's own tests only
+    if getattr(options, "related_only", False) or only:  # triage: the mutant's own tests only
         phases = [related]
     result = Result(mutant, line, "survived")
     for phase, selection, timeout in phases:
