@@ -817,33 +817,36 @@ def hybrid_grid_case(pattern, order, k, seed=0):
 
 
 def test_hybrid_step_grid_reaches_every_branch_of_gf1():
-    """GF1 + GF2 on every pattern of 3 response slots over {commits, defers, gamma = tau exactly, unmasked}, every
-    verification order, k = 3 and 2: a_1 committed whatever its gamma, a deferral then a recomputation asked after
-    the last COMMITTED slot (not the deferred one), equality at tau committing, fewer masks than k, no mask at all
-    (an empty candidate set: nothing changes). Each case against the oracle; the branches are counted, so the grid
+    """GF1 + GF2 on every pattern of 3 response slots over {commits, defers, gamma = tau exactly, unmasked} verified
+    left to right (every order of the kinds), and the fully masked patterns under k = 2 and the other verification
+    orders: a_1 committed whatever its gamma, a deferral then a recomputation asked after the last COMMITTED slot
+    (not the deferred one), equality at tau committing, fewer masks than k, no mask at all (an empty candidate set:
+    nothing changes). Each case against the oracle; the branches are counted, so the grid
     cannot silently stop reaching one."""
     reached = {"deferral then recomputation": 0, "gamma = tau commits": 0, "a_1 below tau commits": 0,
                "fewer masks than k": 0, "no candidate": 0}
-    for pattern in itertools.product(GRID_ROWS, repeat=3):
-        for order, k in (("confidence", 3), ("reverse-confidence", 3), ("left-to-right", 3), ("random", 3),
-                         ("left-to-right", 2)):
-            out, canvas, trace, calls = hybrid_grid_case(pattern, order, k, seed=len(pattern) + k)
-            case = (pattern, order, k)
-            assert canvas == out["canvas"], case
-            assert commits_of(trace) == out["commits"], case
-            assert trace.counters.full_forwards == out["full_forwards"], case
-            committed, expected_calls = {a for a, _ in out["commits"]}, []
-            last = out["candidates"][0] - 1 if out["candidates"] else None
-            for a in out["candidates"][1:]:
-                expected_calls.append(([last], [a - 1]))
-                last = a - 1 if a in committed else last
-            assert calls == expected_calls, case
-            later = out["candidates"][1:]
-            reached["deferral then recomputation"] += any(a in out["deferred"] for a in later[:-1])
-            reached["gamma = tau commits"] += any(g == 0.5 and a in committed for g, a in zip(out["gammas"][1:], later))
-            reached["a_1 below tau commits"] += bool(later) and pattern[out["candidates"][0] - 1] in ("defers", "ties")
-            reached["fewer masks than k"] += 3 - pattern.count("unmasked") < k
-            reached["no candidate"] += not out["candidates"]
+    patterns = list(itertools.product(GRID_ROWS, repeat=3))
+    masked_only = [p for p in patterns if "unmasked" not in p]
+    cases = [(p, "left-to-right", 3) for p in patterns] + [(p, "left-to-right", 2) for p in masked_only] + [
+        (p, order, 3) for order in ("confidence", "reverse-confidence", "random") for p in masked_only]
+    for pattern, order, k in cases:
+        out, canvas, trace, calls = hybrid_grid_case(pattern, order, k, seed=len(pattern) + k)
+        case = (pattern, order, k)
+        assert canvas == out["canvas"], case
+        assert commits_of(trace) == out["commits"], case
+        assert trace.counters.full_forwards == out["full_forwards"], case
+        committed, expected_calls = {a for a, _ in out["commits"]}, []
+        last = out["candidates"][0] - 1 if out["candidates"] else None
+        for a in out["candidates"][1:]:
+            expected_calls.append(([last], [a - 1]))
+            last = a - 1 if a in committed else last
+        assert calls == expected_calls, case
+        later = out["candidates"][1:]
+        reached["deferral then recomputation"] += any(a in out["deferred"] for a in later[:-1])
+        reached["gamma = tau commits"] += any(g == 0.5 and a in committed for g, a in zip(out["gammas"][1:], later))
+        reached["a_1 below tau commits"] += bool(later) and pattern[out["candidates"][0] - 1] in ("defers", "ties")
+        reached["fewer masks than k"] += 3 - pattern.count("unmasked") < k
+        reached["no candidate"] += not out["candidates"]
     assert all(reached.values()), reached
 
 
