@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,16 +79,26 @@ def pytest_runtest_logreport(report):
         previous = OUTCOMES.get(report.nodeid, {"outcome": "passed", "seconds": 0.0})
         outcome = report.outcome if previous["outcome"] == "passed" else previous["outcome"]
         OUTCOMES[report.nodeid] = {"outcome": outcome, "seconds": previous["seconds"] + report.duration}
+    if report.when == "teardown":  # after every test: a run stopped at its timeout keeps what it measured
+        _save()
+
+
+def _save():
+    path = os.environ["ORACLE_PROFILE_OUT"]
+    with open(path + ".tmp", "w") as out:
+        json.dump({"counts": {k: dict(v) for k, v in COUNTS.items()}, "outcomes": OUTCOMES}, out, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    with open(os.environ["ORACLE_PROFILE_OUT"], "w") as out:
-        json.dump({"counts": {k: dict(v) for k, v in COUNTS.items()}, "outcomes": OUTCOMES}, out, indent=1)
+    _save()
 '''
 
 
-def run(files: list[str], profile: str, seed: int | None, examples: int, extra: list[str]) -> dict:
-    """pytest on ``files`` under ``profile`` in one process; {"counts", "outcomes", "seconds", "rc", "command"}."""
+def run(files: list[str], profile: str, seed: int | None, examples: int, extra: list[str],
+        timeout: float | None = None) -> dict:
+    """pytest on ``files`` under ``profile`` in one process, stopped after ``timeout`` seconds (rc None; what ran is
+    kept); {"counts", "outcomes", "seconds", "rc", "command"}."""
     with tempfile.TemporaryDirectory(prefix="oracle-profile-") as folder:
         Path(folder, "_oracle_observer.py").write_text(OBSERVER)
         out = Path(folder, "out.json")
@@ -98,7 +109,16 @@ def run(files: list[str], profile: str, seed: int | None, examples: int, extra: 
                    f"--hypothesis-profile={profile}", *([f"--hypothesis-seed={seed}"] if seed is not None else []),
                    *extra, *files]
         started = time.perf_counter()
-        rc = subprocess.run(command, cwd=ROOT, env=env).returncode
+        process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+        try:
+            rc = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait()
+            rc = None
+        except BaseException:
+            os.killpg(process.pid, signal.SIGTERM)
+            raise
         seconds = time.perf_counter() - started
         data = json.loads(out.read_text()) if out.exists() else {"counts": {}, "outcomes": {}}
     return {**data, "seconds": seconds, "rc": rc, "command": " ".join(command[1:])}
@@ -112,12 +132,12 @@ def rows(result: dict) -> list[dict]:
         reached = sum(v for k, v in generated.items() if k != "overrun")
         rejected = generated.get("assume", 0) + generated.get("filter", 0) + generated.get("other", 0)
         explicit = sum(v for k, v in counts.items() if k.startswith("explicit:"))
-        outcome = next((o["outcome"] for node, o in result["outcomes"].items() if node.endswith(test.split("/")[-1])
-                        or node == test), "?")
+        outcome = next((o for node, o in result["outcomes"].items() if node == test), {"outcome": "?", "seconds": 0})
         table.append({"test": test, "passed": generated.get("passed", 0), "failed": generated.get("failed", 0),
                       "assume": generated.get("assume", 0), "filter": generated.get("filter", 0),
                       "overrun": generated.get("overrun", 0), "explicit": explicit,
-                      "rejection": rejected / reached if reached else 0.0, "outcome": outcome})
+                      "rejection": rejected / reached if reached else 0.0, "outcome": outcome["outcome"],
+                      "seconds": outcome["seconds"]})
     return table
 
 
@@ -129,7 +149,9 @@ def render(result: dict, args, header: str) -> str:
              f"commit {args.commit}, profile `{args.profile}`"
              + (f", seed {args.seed}" if args.seed is not None else "")
              + (f", {args.examples} examples a test (at least)" if args.profile == "deep" else "")
-             + f"; pytest `{result['command']}` exit {result['rc']}, {result['seconds']:.0f} s wall on "
+             + f"; pytest `{result['command']}` "
+             + (f"exit {result['rc']}" if result["rc"] is not None else "STOPPED at the --timeout: the tests after "
+                "the last row did not run") + f", {result['seconds']:.0f} s wall on "
              f"{os.cpu_count()} CPUs (one process, one thread).", "",
              f"**{len(table)} Hypothesis tests, {sum(r['passed'] for r in table)} passing generated cases, "
              f"{len(failed)} failed test(s); highest rejection rate {100 * worst:.1f}%.**"
@@ -137,11 +159,11 @@ def render(result: dict, args, header: str) -> str:
              "Rejected = the test's own `assume` or a strategy `filter` gave up; rate = rejected / (passed + failed "
              "+ rejected). Overruns are the engine's (see the tool's docstring), not counted in the rate. Explicit: "
              "the `@example`s run.", "",
-             "| test | passed | failed | assume | filter | overrun | explicit | rejection |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| test | passed | failed | assume | filter | overrun | explicit | rejection | seconds |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| `{r['test']}` | {r['passed']} | {r['failed']} | {r['assume']} | {r['filter']} | "
-                     f"{r['overrun']} | {r['explicit']} | {100 * r['rejection']:.1f}% |")
+                     f"{r['overrun']} | {r['explicit']} | {100 * r['rejection']:.1f}% | {r['seconds']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -151,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", choices=PROFILES, default="ci", help="tests/conftest.py's Hypothesis profile")
     parser.add_argument("--seed", type=int, help="--hypothesis-seed for deep and seeded (default: a random one)")
     parser.add_argument("--examples", type=int, default=1000, help="deep: examples per test (at least the test's own)")
+    parser.add_argument("--timeout", type=float, help="stop pytest after this many seconds and report what ran")
     parser.add_argument("--out", help="write the markdown report here (default: print it)")
     parser.add_argument("--json", help="also write the raw counts as JSON")
     parser.add_argument("--title", default=None, help="the report's title")
@@ -168,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args.commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True).stdout.strip() or "unknown"
     print(f"profile {args.profile}" + (f", seed {args.seed}" if args.seed is not None else ""), flush=True)
-    result = run(args.files or ORACLE_TESTS, args.profile, args.seed, args.examples, [])
+    result = run(args.files or ORACLE_TESTS, args.profile, args.seed, args.examples, [], args.timeout)
     title = args.title or ("Spec-oracle tests: deep profile" if args.profile == "deep"
                            else "Spec-oracle tests: rejection rates")
     text = render(result, args, title)
@@ -178,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     if args.json:
         write_text_atomic(args.json, json.dumps(result, indent=1))
-    return 0 if result["rc"] == 0 and not any(o["outcome"] == "failed" for o in result["outcomes"].values()) else 1
+    failed = any(o["outcome"] == "failed" for o in result["outcomes"].values())
+    return 0 if result["rc"] == 0 and not failed else 1
 
 
 if __name__ == "__main__":
