@@ -53,7 +53,7 @@ from unittest import mock
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from oracles import guidance as O  # tests/oracles (tests/ is on sys.path under pytest's default import mode)
 from oracles.bridge import EPS64, F64, close, gen, t64, tolerance64
@@ -982,6 +982,10 @@ def tree_inputs(draw):
 
 
 @given(tree_inputs())
+@example((3, 4, "token", [5, 2, 7, 1], {5: [4, 9], 2: [3], 7: [8], 1: [0]}))  # token alternatives run out (2 < W)
+@example((2, 3, "token", [], {}))  # no masked position: an empty tree
+@example((2, 3, "position", [4], {4: [1, 2]}))  # positions run out before the chain's depth
+@example((3, 3, "position", [0, 1, 2, 3], {0: [1], 1: [2], 2: [3], 3: [4]}))  # a full tree: sum_{i<W} (D - i) nodes
 def test_draft_tree_nodes_match_the_oracle(case):
     """SPD1: alternatives, chains of depth D - i by the next ranked positions with top-1 tokens, node order,
     truncation when positions or token alternatives run out; sizes sum_{i<W} (D - i)."""

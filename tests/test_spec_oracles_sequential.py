@@ -41,7 +41,7 @@ import random
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from oracles import sequential as O
@@ -864,8 +864,18 @@ def llada_arguments(draw):
     return special, kw
 
 
+LLADA_GOOD = dict(steps=2, gen_length=4, block_length=2, temperature=0.0, cfg_scale=0.0, remasking="low_confidence",
+                  logits_eos_inf=False, confidence_eos_eot_inf=False, tokens_per_step=None)
+
+
 @settings(max_examples=examples(150))
 @given(llada_arguments())
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), LLADA_GOOD))  # accepted
+@example((SpecialTokens(mask_id=9, eos_id=None, eot_id=8), {**LLADA_GOOD, "logits_eos_inf": True}))  # no EOS id
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=None), {**LLADA_GOOD, "confidence_eos_eot_inf": True}))  # no EoT
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "steps": 3}))  # 3 steps over 2 blocks
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "gen_length": 3}))  # 3 not a multiple of 2
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "steps": 0, "tokens_per_step": 1}))
 def test_llada_argument_checks_match_the_oracle(arguments):
     """SQ0.6, SQ1.2: production refuses (ValueError) exactly the arguments the oracle refuses."""
     special, kw = arguments

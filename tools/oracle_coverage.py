@@ -31,10 +31,57 @@ SOURCES = ("veridec/rules", "veridec/guidance", "reference", "optimized")
 HELD = ("veridec/rules/", "veridec/guidance/")  # every unreached branch here needs a reason
 ORACLE_TESTS = tuple(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_spec_oracles_*.py")))
 GOLDEN = ("tests/test_golden.py", "tests/test_golden_check.py", "tests/test_block_diffusion_golden.py",
-          "tests/test_llada2_golden.py", "tests/test_wino.py", "tests/test_editing.py")
+          "tests/test_llada2_golden.py", "tests/test_wino.py", "tests/test_editing.py", "tests/test_block_diffusion.py")
 
 # Why a branch the oracle and golden tests never take is left so: {(path, the branch line's text stripped): reason}.
-REASONS: dict[tuple[str, str], str] = {}
+REFUSAL = ("an argument refusal (a ValueError naming the parameter), not a decision of the clause: the oracles are "
+           "fed valid ")
+HF_REWARD = ("the transformers reward adapter (G2 with a local SequenceClassification model): the oracles hold "
+             "G2-G6 with the linear reward; the adapter is tests/test_guidance.py's and test_reward_training.py's")
+SPECULATIVE = "trees; tests/test_speculative.py"
+REASONS: dict[tuple[str, str], str] = {
+    ("veridec/guidance/fastguide.py", "if stuck:  # the first candidate always commits (GF1): a step without a commit "
+     "would repeat forever"): "unreachable while GF1 holds (a_1 always commits, the grid checks it): the guard turns "
+                              "a broken line into an error instead of an endless loop (tools/mutants.py "
+                              "fastguide-first-candidate-may-defer raises it)",
+    ("veridec/guidance/guide.py", "if table.shape[0] < logits.shape[-1]:  # a model vocabulary padded past the "
+     "tokenizer: zero embeddings"): "a dLLM vocabulary padded past the reward's embedding table (the shipped models): "
+                                    "the oracles' tables cover their vocabularies; tests/test_guidance.py",
+    ("veridec/guidance/guide.py", "if not torch.isfinite(loss):"): REFUSAL + "rewards (finite scores)",
+    ("veridec/guidance/guide.py", "if torch.isnan(phi.grad).any():"): REFUSAL + "rewards (finite gradients)",
+    ("veridec/guidance/reward.py", "if embedding.dim() != 2 or weight.shape != embedding.shape[1:]:"):
+        REFUSAL + "embeddings; tests/test_guidance.py",
+    ("veridec/guidance/reward.py", 'if unmatched not in ("zero", "unk"):'): HF_REWARD,
+    ("veridec/guidance/reward.py", 'if getattr(model.config, "num_labels", 0) < 1 or not hasattr(model, "score"):'):
+        HF_REWARD,
+    ("veridec/guidance/reward.py", 'if not getattr(tokenizer, "chat_template", None):'): HF_REWARD,
+    ("veridec/guidance/reward.py", "if PLACEHOLDER not in text:"): HF_REWARD,
+    ("veridec/guidance/reward.py", "if self.prefix is None:"): HF_REWARD,
+    ("veridec/guidance/reward.py", "if len(self.prefix) != response_embeddings.shape[0]:"): HF_REWARD,
+    ("veridec/guidance/reward.py", 'if unmatched == "unk" and unk is None:'): HF_REWARD,
+    ("veridec/guidance/reward.py", 'if not (folder / "config.json").exists():'): HF_REWARD,
+    ("veridec/guidance/reward.py", 'if not any(a.endswith("ForSequenceClassification") for a in architectures):'):
+        HF_REWARD,
+    ("veridec/rules/drafts.py", "if self.alternatives not in ALTERNATIVES:"): REFUSAL + SPECULATIVE,
+    ("veridec/rules/drafts.py", "if self.width > self.depth:"): REFUSAL + SPECULATIVE,
+    ("veridec/rules/drafts.py", "if self.depth > block_length - 1:"): REFUSAL + SPECULATIVE,
+    ("veridec/rules/dream.py", 'if self.alg == "origin":'): REFUSAL + "settings (tokens_per_step with alg origin)",
+    ("veridec/rules/editing.py", "if top2.shape[-1] == 2:"):
+        "unreachable with a mask token: a vocabulary holds the mask and at least one token, so the top-2 exists",
+    ("veridec/rules/presets.py", "if name not in PRESETS:"):
+        "preset(name) is the command line's lookup; the oracle test reads PRESETS itself "
+        "(test_presets_are_the_oracle_presets); tests/test_parallel_rules.py refuses an unknown name",
+    ("veridec/rules/sdar.py", 'if self.remasking_strategy == "entropy_bounded":'): REFUSAL + "settings",
+    ("veridec/rules/sdar.py", "if self.eb_threshold is None:"): REFUSAL + "settings",
+    ("veridec/rules/sdar.py", 'if isinstance(stops, (str, bytes)) or not hasattr(stops, "__iter__"):'):
+        REFUSAL + "settings",
+    ("veridec/rules/sdar.py", "if not torch.isfinite(logits).any(dim=-1).all():"): REFUSAL + "logits",
+    ("veridec/rules/wino.py", "if taken >= bound:"):
+        "unreachable while WN6 holds (a block ends within as many forwards as it started with candidates): the "
+        "guard of a broken rule",
+    ("veridec/rules/wino.py", "if commit.numel():"):
+        "a WINO step never commits nothing: WN4.4 commits at least the best candidate and max_accept is at least 5",
+}
 
 
 def measure(profile: str, tests: list[str], folder: Path) -> dict:
