@@ -314,22 +314,33 @@ def test_a_kill_by_a_test_without_draws_is_not_rerun_per_seed(tmp_path, monkeypa
     assert "draws nothing from Hypothesis" in result.detail
 
 
-def test_the_probe_records_whether_the_failing_test_draws(tmp_path):
-    """The probe plugin marks the first failure as a Hypothesis test or not (the --seeds shortcut reads it)."""
-    (tmp_path / "test_two.py").write_text(
-        "from hypothesis import given, strategies as st\n\n"
-        "@given(st.integers())\ndef test_drawn(x):\n    assert False\n\n"
-        "def test_plain():\n    assert False\n")
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "_mutation_probe.py").write_text(mutation.PROBE_PLUGIN)
-    seen = {}
-    for name in ("test_drawn", "test_plain"):
-        probe = tmp_path / f"{name}.json"
-        env = {**mutation.os.environ, "PYTHONPATH": str(shim), "MUTATION_ROOT": str(tmp_path),
-               "MUTATION_PROBE": str(probe), "MUTATION_IMPORTS": ""}
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "_mutation_probe", "-p", "no:cacheprovider",
-                        "-p", "no:veridec", f"test_two.py::{name}"], cwd=tmp_path, env=env, capture_output=True,
-                       timeout=120)
-        seen[name] = mutation.json.loads(probe.read_text())["first_failure"]["hypothesis"]
-    assert seen == {"test_drawn": True, "test_plain": False}
+def test_the_probe_records_whether_the_failing_test_draws(tmp_path, monkeypatch):
+    """The probe plugin marks the first failure as a Hypothesis test or not (the --seeds shortcut reads it): its
+    hooks called in this process on a Hypothesis test and a plain one."""
+    from types import SimpleNamespace
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    monkeypatch.setenv("MUTATION_ROOT", str(tmp_path))
+    monkeypatch.setenv("MUTATION_PROBE", str(tmp_path / "probe.json"))
+    probe: dict = {}
+    exec(compile(mutation.PROBE_PLUGIN, "_mutation_probe.py", "exec"), probe)
+
+    @given(st.integers())
+    def drawn(x):
+        pass
+
+    def plain():
+        pass
+
+    for nodeid, function, draws in (("t.py::drawn", drawn, True), ("t.py::plain", plain, False)):
+        report = SimpleNamespace(failed=True, nodeid=nodeid, longrepr="E boom")
+        hook = probe["pytest_runtest_makereport"](SimpleNamespace(obj=function), None)
+        next(hook)
+        with pytest.raises(StopIteration):
+            hook.send(SimpleNamespace(get_result=lambda: report))
+        probe["STATE"]["first_failure"] = None
+        probe["pytest_runtest_logreport"](SimpleNamespace(failed=True, nodeid=nodeid, when="call", longrepr="E boom"))
+        assert probe["STATE"]["first_failure"]["hypothesis"] is draws, nodeid
+        assert mutation.json.loads((tmp_path / "probe.json").read_text())["first_failure"]["hypothesis"] is draws
