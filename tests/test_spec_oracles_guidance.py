@@ -1065,18 +1065,22 @@ def walk_case(draw):
     nodes = O.draft_tree_nodes(ranked, tokens, W, D, alternatives)
     states = [s_prime] + [O.apply_commits(s_prime, n["commits"]) for n in nodes]
     parents = [n["parent"] for n in nodes]
-    nxt = []  # R's step from every state: mostly the tree's own next commit, sometimes another one
+    nxt, steps = [], {}  # R's step from every state: mostly the tree's own next commit, sometimes another one
     for s in states:
         open_ = [p for p in range(L) if s[p] == mask_id]
+        if tuple(s) in steps:  # R is a function of the canvas: two nodes with one state (commits in another order,
+            nxt.append(steps[tuple(s)])  # found by the deep profile) get one step
+            continue
         if not open_:
             nxt.append(None)
-            continue
-        k = len(nxt)  # this state's node index is k - 1 (-1: S')
-        follow = [n["commits"][-1] for n in nodes if n["parent"] == k - 1]
-        if follow and draw(st.integers(0, 3)) > 0:
-            nxt.append(draw(st.sampled_from(follow)))
         else:
-            nxt.append((draw(st.sampled_from(open_)), draw(st.integers(0, V - 2))))
+            k = len(nxt)  # this state's node index is k - 1 (-1: S')
+            follow = [n["commits"][-1] for n in nodes if n["parent"] == k - 1]
+            if follow and draw(st.integers(0, 3)) > 0:
+                nxt.append(draw(st.sampled_from(follow)))
+            else:
+                nxt.append((draw(st.sampled_from(open_)), draw(st.integers(0, V - 2))))
+        steps[tuple(s)] = nxt[-1]
     return L, V, mask_id, states, parents, nxt
 
 
@@ -1102,6 +1106,8 @@ def cross_link(states, parents, nxt, followed) -> bool:
 
 
 @given(walk_case())
+@example((5, 6, 5, [[5, 5, 5, 0, 0], [0, 5, 5, 0, 0], [0, 0, 5, 0, 0], [0, 0, 0, 0, 0], [5, 0, 5, 0, 0],
+                    [0, 0, 5, 0, 0]], [-1, 0, 1, -1, 3], [(0, 0), (1, 0), (2, 0), None, (0, 0), (2, 0)]))
 def test_acceptance_walk_matches_the_oracle(case):
     """SP2: from S' follow the child equal to R's step on the parent's verified logits, as far as it goes; each
     followed edge is recorded as R's step; the walk hands back the last node and R's step from it."""
