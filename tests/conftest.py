@@ -15,10 +15,12 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=50
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", deadline=None, max_examples=20,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-# seeded: random draws from a fixed seed (`--hypothesis-seed=N`), no example database: the mutation gate's
-# `--seeds N` runs (a kill that holds for one draw only is luck). deep: the same with VERIDEC_DEEP_EXAMPLES
-# examples a test (tools/oracle_profile.py; default 1000; `oracles.bridge.examples` lifts tests that ask for more).
+# seeded: random draws from a fixed seed (`--hypothesis-seed=N`), no example database, no shrinking (a kill needs a
+# failure, not its smallest example): the mutation gate's `--seeds N` runs (a kill that holds for one draw only is
+# luck). deep: random draws with VERIDEC_DEEP_EXAMPLES examples a test, shrinking kept (tools/oracle_profile.py;
+# default 1000; `oracles.bridge.examples` lifts tests that ask for more).
 settings.register_profile("seeded", derandomize=False, database=None, deadline=None, max_examples=50, print_blob=True,
+                          phases=[Phase.explicit, Phase.generate],
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("deep", derandomize=False, database=None, deadline=None, print_blob=True,
                           max_examples=int(os.environ.get("VERIDEC_DEEP_EXAMPLES", "1000")),

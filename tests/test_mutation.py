@@ -193,8 +193,10 @@ def test_the_seeded_profile_draws_by_its_seed_alone():
     from hypothesis import given, seed, settings
     from hypothesis import strategies as st
 
+    from hypothesis import Phase
+
     profile = settings.get_profile("seeded")
-    assert not profile.derandomize and profile.database is None
+    assert not profile.derandomize and profile.database is None and Phase.shrink not in profile.phases
 
     def draws(number):
         seen = []
