@@ -6,7 +6,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -15,6 +15,20 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=50
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", deadline=None, max_examples=20,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# seeded: random draws from a fixed seed (`--hypothesis-seed=N`), no example database, no shrinking (a kill needs a
+# failure, not its smallest example): the mutation gate's `--seeds N` runs (a kill that holds for one draw only is
+# luck). deep: random draws with VERIDEC_DEEP_EXAMPLES examples a test, shrinking kept (tools/oracle_profile.py;
+# default 1000; `oracles.bridge.examples` lifts tests that ask for more).
+settings.register_profile("seeded", derandomize=False, database=None, deadline=None, max_examples=50, print_blob=True,
+                          phases=[Phase.explicit, Phase.generate],
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("deep", derandomize=False, database=None, deadline=None, print_blob=True,
+                          max_examples=int(os.environ.get("VERIDEC_DEEP_EXAMPLES", "1000")),
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.filter_too_much])
+# explicit: the ci profile's explicit @examples only, no generated case (tools/oracle_coverage.py: what the tests reach
+# on purpose, whatever the draws).
+settings.register_profile("explicit", settings.get_profile("ci"), phases=[Phase.explicit])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -164,7 +164,8 @@ def test_the_command_lines_are_found():
                      "tools.gpu_check", "tools.gpu_bench", "tools.host_share", "tools.baseline", "tools.opcount",
                      "tools.golden.sdar", "tools.golden.llada2", "tools.block_bench",
                      "tools.training.dllm", "tools.training.reward", "tools.stochastic_calibration",
-                     "tools.float32_gumbel", "tools.golden.diffusiongemma", "tools.training.diffusiongemma"}, tools
+                     "tools.float32_gumbel", "tools.golden.diffusiongemma", "tools.training.diffusiongemma",
+                     "tools.oracle_profile", "tools.oracle_coverage"}, tools
     assert sum(program == "veridec" for program, _ in found) >= 30
 
 

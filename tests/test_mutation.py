@@ -16,6 +16,7 @@ from tools.mutants_block_diffusion import MUTANTS as BLOCK_DIFFUSION
 from tools.mutants_block_parallel import MUTANTS as BLOCK_PARALLEL
 from tools.mutants_checker import MUTANTS as CHECKER
 from tools.mutants_checker_block import MUTANTS as CHECKER_BLOCK
+from tools.mutants_draws import MUTANTS as DRAWS
 from tools.mutants_fastdllm_v2 import MUTANTS as FASTDLLM_V2
 from tools.mutants_hostile import MUTANTS as HOSTILE
 from tools.mutants_independent import MUTANTS as INDEPENDENT
@@ -62,7 +63,7 @@ def test_all_catalogues_load_as_one_with_unique_names():
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
                           + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL)
                           + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW) + len(CHECKER_BLOCK)
-                          + len(FASTDLLM_V2))
+                          + len(FASTDLLM_V2) + len(DRAWS))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}
@@ -173,3 +174,178 @@ def test_jobs_run_mutants_at_once_and_report_them_in_catalogue_order(tmp_path, m
     assert [text.index(f"`{m.name}`") for m in mutants] == sorted(text.index(f"`{m.name}`") for m in mutants)
     with pytest.raises(SystemExit):
         mutation.build_parser().parse_args(["--jobs", "0"])
+
+
+# ------------------------------------------------------------------------------------ --seeds (kill stability)
+def test_seeded_runs_replace_the_ci_profile_with_a_seed():
+    assert mutation.pytest_options(None) == mutation.PYTEST_OPTIONS
+    seeded = mutation.pytest_options(7)
+    assert "--hypothesis-profile=ci" not in seeded
+    assert seeded[1:3] == ("--hypothesis-profile=seeded", "--hypothesis-seed=7")
+    assert [o for o in seeded if not o.startswith("--hypothesis")] == [
+        o for o in mutation.PYTEST_OPTIONS if not o.startswith("--hypothesis")]
+    assert mutation.seed_list(mutation.build_parser().parse_args(["--seeds", "3"])) == [1, 2, 3]
+    assert mutation.seed_list(mutation.build_parser().parse_args([])) == [None]
+    with pytest.raises(SystemExit):
+        mutation.build_parser().parse_args(["--seeds", "0"])
+
+
+def test_the_seeded_profile_draws_by_its_seed_alone():
+    """tests/conftest.py's seeded profile: random draws (not derandomized), no database; one seed gives the same
+    draws every time, another seed other draws (what ``--hypothesis-seed`` sets)."""
+    from hypothesis import given, seed, settings
+    from hypothesis import strategies as st
+
+    from hypothesis import Phase
+
+    profile = settings.get_profile("seeded")
+    assert not profile.derandomize and profile.database is None and Phase.shrink not in profile.phases
+
+    def draws(number):
+        seen = []
+
+        @seed(number)
+        @settings(profile, max_examples=20)
+        @given(st.integers(0, 10**9))
+        def record(x):
+            seen.append(x)
+
+        record()
+        return seen
+
+    assert draws(1) == draws(1) and draws(1) != draws(2)
+
+
+def fake_result(mutant, status, killer=None, seed=None):
+    return mutation.Result(mutant, 1, status, killer=killer, phase="related" if killer else None,
+                           runs=[{"phase": "related", "seed": seed}])
+
+
+@pytest.mark.parametrize("statuses, expected, counted", [
+    (["killed"] * 3, "killed", True), (["killed", "survived", "killed"], "seed-dependent", True),
+    (["survived", "killed", "survived"], "seed-dependent", False), (["survived"] * 3, "survived", False),
+    (["killed", "error", "killed"], "error", False), (["survived", "inconclusive", "survived"], "inconclusive", False)])
+def test_seeds_combine_into_stable_and_seed_dependent_kills(statuses, expected, counted):
+    mutant = MUTANTS[0]
+    per_seed = [fake_result(mutant, s, "tests/x.py::t" if s in ("killed", "inconclusive") else None, seed)
+                for seed, s in zip((1, 2, 3), statuses)]
+    result = mutation.combine_seeds(per_seed, [1, 2, 3])
+    assert result.status == expected and result.counts_as_killed == counted
+    assert result.seeds == [1, 2, 3] and result.seed_kills == [i + 1 for i, s in enumerate(statuses) if s == "killed"]
+    assert [run["seed"] for run in result.runs] == [1, 2, 3]  # every seed's runs kept
+    s = mutation.summary([result])
+    assert s["killed"] == counted and (mutant.name in s["survived"]) == (expected in ("survived", "seed-dependent")
+                                                                         and not counted)
+
+
+def test_run_mutant_runs_every_seed_on_one_copy(tmp_path, monkeypatch):
+    """``--seeds 3``: the patched copy is gate-run once per seed; kills on seeds 1 and 3 only make it
+    seed-dependent (named in the report), not killed."""
+    mutant = next(m for m in MUTANTS if m.path.endswith(".py"))
+    seen = []
+
+    def fake_phases(mutant, line, sandbox, module, options, pristine, seed, only=None):
+        seen.append((seed, sandbox.repo, only))
+        assert mutant.replacement in (sandbox.repo / mutant.path).read_text()
+        return fake_result(mutant, "killed" if seed != 2 else "survived", "tests/x.py::t", seed)
+
+    monkeypatch.setattr(mutation, "run_phases", fake_phases)
+    args = mutation.build_parser().parse_args(["--seeds", "3", "--related-only"])
+    result = mutation.run_mutant(mutant, tmp_path / "work", mutation.ROOT, ["pyproject.toml", mutant.path], args, None)
+    # seeds 2 and 3 try seed 1's killer alone first; under seed 2 it passes, so the whole selection runs
+    assert [(s, o) for s, _, o in seen] == [(1, None), (2, ["tests/x.py::t"]), (2, None), (3, ["tests/x.py::t"])]
+    assert len({r for _, r, _ in seen}) == 1
+    assert result.status == "seed-dependent" and result.seed_kills == [1, 3] and "seed(s) 2" in result.detail
+    header = mutation.run_header(args, ["--seeds", "3"], ["pyproject.toml"], MUTANTS, [mutant])
+    text = mutation.render([result], header, done=True)
+    assert "under 3 seeds" in text and f"Seed-dependent kills: `{mutant.name}` (seeds 1, 3 of 3)" in text
+    assert "killed on seeds 1, 3 of 3" in text and "seed-dependent 1" in text
+
+
+def test_resume_skips_the_mutants_a_json_file_holds(tmp_path, monkeypatch):
+    """--json is rewritten after every mutant; --resume reads it back, runs the others only, reports all."""
+    ran = []
+
+    def fake_run_mutant(mutant, work, snapshot, files, options, pristine):
+        ran.append(mutant.name)
+        return mutation.Result(mutant, 1, "killed", killer="tests/x.py::t", phase="related", seeds=[1, 2],
+                               seed_kills=[1, 2])
+
+    monkeypatch.setattr(mutation, "run_mutant", fake_run_mutant)
+    mutants, path = MUTANTS[:4], tmp_path / "gate.json"
+    argv = ["--seeds", "2", "--no-verify", "--workdir", str(tmp_path), "--json", str(path)]
+    args = mutation.build_parser().parse_args(argv)
+    header = mutation.run_header(args, argv, ["pyproject.toml"], MUTANTS, mutants[:2])
+    mutation.run_all(mutants[:2], ["pyproject.toml"], args, header, tmp_path / "a.md")
+    assert [r["name"] for r in mutation.json.loads(path.read_text())["results"]] == ran == [m.name for m in mutants[:2]]
+    done = mutation.resumed(str(path), mutants, 2)
+    assert set(done) == {m.name for m in mutants[:2]} and done[mutants[0].name].seed_kills == [1, 2]
+    results = mutation.run_all(mutants, ["pyproject.toml"], args, header, tmp_path / "b.md", done)
+    assert ran == [m.name for m in mutants] and [r.mutant.name for r in results] == [m.name for m in mutants]
+    with pytest.raises(SystemExit, match="--seeds"):
+        mutation.resumed(str(path), mutants, 3)
+
+
+def test_related_to_selects_mutants_by_their_related_tests():
+    every = mutation.load_catalogue("all")
+    chosen = mutation.related_to(every, ["tests/test_spec_oracles_*.py"])
+    assert chosen and all(any(t.startswith("tests/test_spec_oracles_") for t in m.tests) for m in chosen)
+    assert len(chosen) < len(every) and mutation.related_to(every, None) == every
+    with pytest.raises(SystemExit, match="no mutant"):
+        mutation.related_to(every, ["tests/no_such_*.py"])
+    from argparse import Namespace
+
+    assert mutation.default_report(Namespace(only=None, catalogue="all", seeds=3, related_to=None)) == \
+        mutation.SEEDS_REPORT
+    assert mutation.default_report(Namespace(only=None, catalogue="all", seeds=3, related_to=["x"])).parent != \
+        mutation.DEFAULT_REPORT.parent
+
+
+def test_a_kill_by_a_test_without_draws_is_not_rerun_per_seed(tmp_path, monkeypatch):
+    """Killed under seed 1 by a plain (non-Hypothesis) test: the same kill on every seed, run once."""
+    mutant = next(m for m in MUTANTS if m.path.endswith(".py"))
+    seen = []
+
+    def fake_phases(mutant, line, sandbox, module, options, pristine, seed, only=None):
+        seen.append(seed)
+        result = fake_result(mutant, "killed", "tests/x.py::plain", seed)
+        result.runs[0]["first_failure"] = {"nodeid": "tests/x.py::plain", "hypothesis": False}
+        return result
+
+    monkeypatch.setattr(mutation, "run_phases", fake_phases)
+    args = mutation.build_parser().parse_args(["--seeds", "3", "--related-only"])
+    result = mutation.run_mutant(mutant, tmp_path / "work", mutation.ROOT, ["pyproject.toml", mutant.path], args, None)
+    assert seen == [1] and result.status == "killed" and result.seed_kills == [1, 2, 3] and len(result.runs) == 1
+    assert "draws nothing from Hypothesis" in result.detail
+
+
+def test_the_probe_records_whether_the_failing_test_draws(tmp_path, monkeypatch):
+    """The probe plugin marks the first failure as a Hypothesis test or not (the --seeds shortcut reads it): its
+    hooks called in this process on a Hypothesis test and a plain one."""
+    from types import SimpleNamespace
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    monkeypatch.setenv("MUTATION_ROOT", str(tmp_path))
+    monkeypatch.setenv("MUTATION_PROBE", str(tmp_path / "probe.json"))
+    probe: dict = {}
+    exec(compile(mutation.PROBE_PLUGIN, "_mutation_probe.py", "exec"), probe)
+
+    @given(st.integers())
+    def drawn(x):
+        pass
+
+    def plain():
+        pass
+
+    for nodeid, function, draws in (("t.py::drawn", drawn, True), ("t.py::plain", plain, False)):
+        report = SimpleNamespace(failed=True, nodeid=nodeid, longrepr="E boom")
+        hook = probe["pytest_runtest_makereport"](SimpleNamespace(obj=function), None)
+        next(hook)
+        with pytest.raises(StopIteration):
+            hook.send(SimpleNamespace(get_result=lambda: report))
+        probe["STATE"]["first_failure"] = None
+        probe["pytest_runtest_logreport"](SimpleNamespace(failed=True, nodeid=nodeid, when="call", longrepr="E boom"))
+        assert probe["STATE"]["first_failure"]["hypothesis"] is draws, nodeid
+        assert mutation.json.loads((tmp_path / "probe.json").read_text())["first_failure"]["hypothesis"] is draws

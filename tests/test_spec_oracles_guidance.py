@@ -44,6 +44,7 @@ imports, on 2 shared cores).
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -52,7 +53,7 @@ from unittest import mock
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from oracles import guidance as O  # tests/oracles (tests/ is on sys.path under pytest's default import mode)
 from oracles.bridge import EPS64, F64, close, gen, t64, tolerance64
@@ -129,11 +130,16 @@ def keep_exceeds(probs, top_p) -> list[int]:
     return sorted(v for v in kept if probs[v] > 0)
 
 
-def separated(values, keys, margin) -> bool:
+def separated(values, keys, margin, top: int | None = None) -> bool:
     """Every pair of ``values`` is either exactly equal with identical ``keys`` (so every implementation ties
-    them exactly) or further apart than ``margin``."""
+    them exactly) or further apart than ``margin``. ``top``: only the pairs the decision reads, those with a value
+    among the ``top`` largest (the choice of the top ones and their order; near-ties below them decide nothing)."""
+    ranked = sorted(range(len(values)), key=lambda i: -values[i])
+    read = set(ranked[:top]) if top is not None else set(range(len(values)))
     for i in range(len(values)):
         for j in range(i + 1, len(values)):
+            if i not in read and j not in read:
+                continue
             if keys[i] == keys[j]:
                 if values[i] != values[j]:
                     return False
@@ -143,7 +149,21 @@ def separated(values, keys, margin) -> bool:
 
 
 def excluded_key(row, mask_id):
-    return tuple(O.exclude_token(row, mask_id))
+    """What fixes a slot's confidence bit for bit: its row (mask excluded); for a flat row (every finite entry equal)
+    only their number m, since max softmax is then 1/m exactly wherever the max is subtracted first (torch, the
+    oracle), so two flat rows of m entries tie exactly in both."""
+    row = O.exclude_token(row, mask_id)
+    finite = [v for v in row if v != NEG]
+    return ("flat", len(finite)) if len(set(finite)) == 1 else tuple(row)
+
+
+def rounding_ties(rows, live, mask_id, best, margin) -> set[int]:
+    """The live slots a float evaluation may rank first instead of the oracle's ``best``: those whose confidence lies
+    within ``margin`` of best's under another key (rounding decides between them; an identical key ties exactly and
+    goes to the lowest slot, N5)."""
+    value, key = O.confidence(rows[best], mask_id), excluded_key(rows[best], mask_id)
+    return {best} | {g for g in live if excluded_key(rows[g], mask_id) != key
+                     and abs(O.confidence(rows[g], mask_id) - value) <= margin}
 
 
 def commits_of(trace, step=0, row=0):
@@ -462,26 +482,28 @@ def test_top_p_keeps_the_lowest_ids_among_tied_tokens_at_the_cut():
        seed=st.integers(0, 2**16))
 def test_guided_step_matches_the_oracle(data, V, B, G, T, p, seed):
     """G6: the masked slot most confident under softmax(guided) (mask excluded, ties lowest slot) takes a token
-    drawn from top-p(softmax(guided/T)) (replayed); rows without masks are left alone."""
+    drawn from top-p(softmax(guided/T)) (replayed); rows without masks are left alone. Where two slots' confidences
+    differ by rounding alone (``rounding_ties``), production may take either: its choice is checked to be one of
+    them and its draw replayed from that slot's oracle distribution (instead of rejecting the case)."""
     mask_id = data.draw(st.integers(0, V - 1))
     guided = [data.draw(logit_rows(G, V, mask_id)) for _ in range(B)]
     masked = [data.draw(st.lists(st.booleans(), min_size=G, max_size=G)) for _ in range(B)]
-    response = [[mask_id if m else data.draw(st.integers(0, V - 1).filter(lambda t: t != mask_id)) for m in row]
+    response = [[mask_id if m else token_other_than(data, V, mask_id) for m in row]
                 for row in masked]
+    after, confidence, order = guided_step(t64(guided), torch.tensor(response), torch.tensor(masked), mask_id, T, p,
+                                           gen(seed))
     slots, dists = [], []
     for b in range(B):
         live = [g for g in range(G) if masked[b][g]]
-        assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                         [excluded_key(guided[b][g], mask_id) for g in live], ULP))
         if live:
-            slot, dist = O.sequential_guided_step(guided[b], masked[b], T, p, mask_id)
+            best, _ = O.sequential_guided_step(guided[b], masked[b], T, p, mask_id)
+            assert len(order[b]) == 1 and order[b][0] in rounding_ties(guided[b], live, mask_id, best, ULP), (b, best)
+            slot, dist = O.sequential_guided_step(guided[b], [g == order[b][0] for g in range(G)], T, p, mask_id)
             assume(top_p_clear(O.exclude_token(guided[b][slot], mask_id), T, p))
         else:
             slot, dist = None, [1.0 / V] * V  # production still draws for the row: only the stream matters
         slots.append(slot)
         dists.append(dist)
-    after, confidence, order = guided_step(t64(guided), torch.tensor(response), torch.tensor(masked), mask_id, T, p,
-                                           gen(seed))
     drawn = replay_draws(dists, gen(seed))
     for b in range(B):
         want = list(response[b])
@@ -528,7 +550,7 @@ def test_sequential_guided_decoding_matches_the_oracle_step_by_step(data, V, P, 
         for b in range(B):
             live = [g for g in range(G) if masked[b][g]]
             assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                             [excluded_key(guided[b][g], mask_id) for g in live], margin))
+                             [excluded_key(guided[b][g], mask_id) for g in live], margin, top=1))
             slot, dist = O.sequential_guided_step(guided[b], masked[b], T, p, mask_id)
             assume(top_p_clear(O.exclude_token(guided[b][slot], mask_id), T, p, margin))
             step.append(slot)
@@ -580,7 +602,7 @@ def test_candidates_match_the_oracle(data, V, B, G, k, order, seed):
     for b in range(B):
         live = [g for g in range(G) if masked[b][g]]
         assume(separated([O.confidence(guided[b][g], mask_id) for g in live],
-                         [excluded_key(guided[b][g], mask_id) for g in live], ULP))
+                         [excluded_key(guided[b][g], mask_id) for g in live], ULP, top=k))
     got = candidates(t64(guided), torch.tensor(masked), k, mask_id, order, gen(seed))
     replay = gen(seed)
     for b in range(B):
@@ -623,13 +645,13 @@ def oracle_hybrid(model, canvas, r0_resp, P, mask_id, params, draw, permutation)
 
 def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
     """The oracle's decisions are clear of float rounding by ``margin``: candidate confidences tied only between
-    identical rows, each top-p cut and greedy argmax clear, each gamma clear of tau or EXACTLY tau on a flat row
-    with r0 = 0 (then both sides compute 1/m exactly)."""
+    identical rows, each top-p cut and greedy argmax clear, each gamma clear of tau or EXACTLY tau: one finite logit
+    (gamma = 1 whatever r0) or a flat row with r0 = 0 (then both sides compute 1/m exactly)."""
     canvas0, l0 = seen[0]
     guided0 = [O.guided_logits(l0[i], r0[i]) for i in range(len(canvas0))]
     live = [i for i, t in enumerate(canvas0) if t == mask_id]
     if not separated([O.confidence(guided0[i], mask_id) for i in live],
-                     [excluded_key(guided0[i], mask_id) for i in live], margin):
+                     [excluded_key(guided0[i], mask_id) for i in live], margin, top=params.k):
         return False
     for j, a in enumerate(out["candidates"]):
         phi = guided0[a] if j == 0 else O.guided_logits(seen[j][1][a], r0[a])
@@ -642,13 +664,29 @@ def hybrid_margins_ok(out, seen, r0, mask_id, params, exact_r0, margin) -> bool:
             return False
         if j > 0:
             gamma = out["gammas"][j]
-            finite = {v for v in row if v != NEG}
-            if gamma == params.tau:
-                if not (exact_r0 and len(finite) == 1):
+            finite = [v for v in row if v != NEG]
+            if gamma == params.tau:  # exact on both sides: one finite logit (gamma = 1), or a flat row with r0 = 0
+                if not (len(finite) == 1 or exact_r0 and len(set(finite)) == 1):
                     return False
             elif abs(gamma - params.tau) <= margin:
                 return False
     return True
+
+
+def token_other_than(data, V, mask_id) -> int:
+    """A token of range(V) other than ``mask_id``, drawn directly (a filter rejected half the draws at V = 2)."""
+    token = data.draw(st.integers(0, V - 2))
+    return token + (token >= mask_id)
+
+
+def response_canvas(data, V, P, G, mask_id, forced: bool) -> list[int]:
+    """A canvas of P prompt tokens and G response slots, each masked or a token; ``forced``: at least one masked
+    (a drawn slot), constructed rather than rejected."""
+    canvas = [data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
+        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
+    if forced:
+        canvas[P + data.draw(st.integers(0, G - 1))] = mask_id
+    return canvas
 
 
 fastguide_params = st.builds(
@@ -668,9 +706,7 @@ def test_hybrid_step_matches_the_oracle_with_exact_recomputation(data, V, P, G, 
     mask_id = V - 1
     L = P + G
     model = data.draw(table_model(L, V, mask_id, flat=True))
-    canvas = [data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
-        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
-    assume(mask_id in canvas[P:])
+    canvas = response_canvas(data, V, P, G, mask_id, forced=True)
     E = data.draw(embedding_table(V, 2))
     weight = [0.0, 0.0] if zero_reward else data.draw(st.lists(st.sampled_from(GRID), min_size=2, max_size=2))
     reward = LinearReward(t64(E), t64(weight))
@@ -727,10 +763,8 @@ def test_batched_hybrid_step_matches_the_oracle_row_by_row(data, V, P, G, k, tau
     mask_id = V - 1
     L = P + G
     model = data.draw(table_model(L, V, mask_id, flat=True))
-    canvases = [[data.draw(st.integers(0, V - 2)) for _ in range(P)] + [
-        mask_id if data.draw(st.booleans()) else data.draw(st.integers(0, V - 2)) for _ in range(G)]
-        for _ in range(2)]
-    assume(any(mask_id in c for c in canvases))
+    forced = data.draw(st.integers(0, 1))  # the row sure to hold a mask; the other may hold none
+    canvases = [response_canvas(data, V, P, G, mask_id, forced=b == forced) for b in range(2)]
     params = FastGuideParams(k=k, tau=tau, greedy=True, top_p=1e-9, order=order)
     reward = LinearReward(t64([[1.0]] * V), t64([0.0]))  # r0 = 0 exactly
     guidance = GuidanceParams(steps=1)
@@ -751,6 +785,69 @@ def test_batched_hybrid_step_matches_the_oracle_row_by_row(data, V, P, G, k, tau
     for b in range(2):
         assert got[b].tolist() == outs[b]["canvas"]
         assert commits_of(trace, row=b) == outs[b]["commits"]
+
+
+# Per response slot of the grid below: its logits row (V = 4, mask_id = 3) and what GF1 does with it as a later
+# candidate at tau = 1/2: gamma = e^3 / (e^3 + 2) = 0.91 commits, 1/3 defers, exactly 1/2 commits (equality).
+GRID_ROWS = {"commits": [3.0, 0.0, 0.0, NEG], "defers": [0.0, 0.0, 0.0, NEG], "ties": [0.0, 0.0, NEG, NEG],
+             "unmasked": [0.0, 1.0, 0.0, NEG]}
+
+
+def hybrid_grid_case(pattern, order, k, seed=0):
+    """One hybrid step on a one-row canvas (prompt [0], response slots as ``pattern``), greedy and top-p tiny
+    (every token an argmax), zero guidance: (the oracle's output, production's canvas, trace, recomputations)."""
+    V, P, mask_id = 4, 1, 3
+    canvas = [0] + [1 if kind == "unmasked" else mask_id for kind in pattern]
+    L = len(canvas)
+    model = TableModel([[0.0] * V] + [GRID_ROWS[kind] for kind in pattern],
+                       [[[[0.0] * V for _ in range(L)] for _ in range(V)] for _ in range(L)], mask_id)
+    params = FastGuideParams(k=k, tau=0.5, greedy=True, top_p=1e-9, order=order)
+    reward, guidance = LinearReward(t64([[1.0]] * V), t64([0.0])), GuidanceParams(steps=1)  # r0 = 0 exactly
+    x, perm = torch.tensor([canvas]), None
+    if order == "random":  # the permutation's draws come after guidance's (G4) in production's stream
+        replay = gen(seed)
+        guidance_vector(reward, model.logits(x)[:, P:], x[:, P:], x[:, P:] == mask_id, guidance, replay)
+        perm = torch.randperm(min(k, canvas.count(mask_id)), generator=replay).tolist()
+    out, _, _ = oracle_hybrid(model, canvas, [[0.0] * V for _ in pattern], P, mask_id, params,
+                              lambda dist, pos: dist.index(max(dist)), perm)
+    trace = Trace("t", {}, P, 1)
+    recorder = Recording(ExactRecompute(model, None, P, trace.counters))
+    got = hybrid_step(x, P, recorder, reward, params, guidance, mask_id, trace, gen(seed))
+    return out, got[0].tolist(), trace, recorder.calls
+
+
+def test_hybrid_step_grid_reaches_every_branch_of_gf1():
+    """GF1 + GF2 on every pattern of 3 response slots over {commits, defers, gamma = tau exactly, unmasked} verified
+    left to right (every order of the kinds), and the fully masked patterns under k = 2 and the other verification
+    orders: a_1 committed whatever its gamma, a deferral then a recomputation asked after the last COMMITTED slot
+    (not the deferred one), equality at tau committing, fewer masks than k, no mask at all (an empty candidate set:
+    nothing changes). Each case against the oracle; the branches are counted, so the grid
+    cannot silently stop reaching one."""
+    reached = {"deferral then recomputation": 0, "gamma = tau commits": 0, "a_1 below tau commits": 0,
+               "fewer masks than k": 0, "no candidate": 0}
+    patterns = list(itertools.product(GRID_ROWS, repeat=3))
+    masked_only = [p for p in patterns if "unmasked" not in p]
+    cases = [(p, "left-to-right", 3) for p in patterns] + [(p, "left-to-right", 2) for p in masked_only] + [
+        (p, order, 3) for order in ("confidence", "reverse-confidence", "random") for p in masked_only]
+    for pattern, order, k in cases:
+        out, canvas, trace, calls = hybrid_grid_case(pattern, order, k, seed=len(pattern) + k)
+        case = (pattern, order, k)
+        assert canvas == out["canvas"], case
+        assert commits_of(trace) == out["commits"], case
+        assert trace.counters.full_forwards == out["full_forwards"], case
+        committed, expected_calls = {a for a, _ in out["commits"]}, []
+        last = out["candidates"][0] - 1 if out["candidates"] else None
+        for a in out["candidates"][1:]:
+            expected_calls.append(([last], [a - 1]))
+            last = a - 1 if a in committed else last
+        assert calls == expected_calls, case
+        later = out["candidates"][1:]
+        reached["deferral then recomputation"] += any(a in out["deferred"] for a in later[:-1])
+        reached["gamma = tau commits"] += any(g == 0.5 and a in committed for g, a in zip(out["gammas"][1:], later))
+        reached["a_1 below tau commits"] += bool(later) and pattern[out["candidates"][0] - 1] in ("defers", "ties")
+        reached["fewer masks than k"] += 3 - pattern.count("unmasked") < k
+        reached["no candidate"] += not out["candidates"]
+    assert all(reached.values()), reached
 
 
 def hybrid_fixture(first_rows, later_rows, mask_id):
@@ -885,6 +982,10 @@ def tree_inputs(draw):
 
 
 @given(tree_inputs())
+@example((3, 4, "token", [5, 2, 7, 1], {5: [4, 9], 2: [3], 7: [8], 1: [0]}))  # token alternatives run out (2 < W)
+@example((2, 3, "token", [], {}))  # no masked position: an empty tree
+@example((2, 3, "position", [4], {4: [1, 2]}))  # positions run out before the chain's depth
+@example((3, 3, "position", [0, 1, 2, 3], {0: [1], 1: [2], 2: [3], 3: [4]}))  # a full tree: sum_{i<W} (D - i) nodes
 def test_draft_tree_nodes_match_the_oracle(case):
     """SPD1: alternatives, chains of depth D - i by the next ranked positions with top-1 tokens, node order,
     truncation when positions or token alternatives run out; sizes sum_{i<W} (D - i)."""
@@ -964,18 +1065,22 @@ def walk_case(draw):
     nodes = O.draft_tree_nodes(ranked, tokens, W, D, alternatives)
     states = [s_prime] + [O.apply_commits(s_prime, n["commits"]) for n in nodes]
     parents = [n["parent"] for n in nodes]
-    nxt = []  # R's step from every state: mostly the tree's own next commit, sometimes another one
+    nxt, steps = [], {}  # R's step from every state: mostly the tree's own next commit, sometimes another one
     for s in states:
         open_ = [p for p in range(L) if s[p] == mask_id]
+        if tuple(s) in steps:  # R is a function of the canvas: two nodes with one state (commits in another order,
+            nxt.append(steps[tuple(s)])  # found by the deep profile) get one step
+            continue
         if not open_:
             nxt.append(None)
-            continue
-        k = len(nxt)  # this state's node index is k - 1 (-1: S')
-        follow = [n["commits"][-1] for n in nodes if n["parent"] == k - 1]
-        if follow and draw(st.integers(0, 3)) > 0:
-            nxt.append(draw(st.sampled_from(follow)))
         else:
-            nxt.append((draw(st.sampled_from(open_)), draw(st.integers(0, V - 2))))
+            k = len(nxt)  # this state's node index is k - 1 (-1: S')
+            follow = [n["commits"][-1] for n in nodes if n["parent"] == k - 1]
+            if follow and draw(st.integers(0, 3)) > 0:
+                nxt.append(draw(st.sampled_from(follow)))
+            else:
+                nxt.append((draw(st.sampled_from(open_)), draw(st.integers(0, V - 2))))
+        steps[tuple(s)] = nxt[-1]
     return L, V, mask_id, states, parents, nxt
 
 
@@ -1001,6 +1106,8 @@ def cross_link(states, parents, nxt, followed) -> bool:
 
 
 @given(walk_case())
+@example((5, 6, 5, [[5, 5, 5, 0, 0], [0, 5, 5, 0, 0], [0, 0, 5, 0, 0], [0, 0, 0, 0, 0], [5, 0, 5, 0, 0],
+                    [0, 0, 5, 0, 0]], [-1, 0, 1, -1, 3], [(0, 0), (1, 0), (2, 0), None, (0, 0), (2, 0)]))
 def test_acceptance_walk_matches_the_oracle(case):
     """SP2: from S' follow the child equal to R's step on the parent's verified logits, as far as it goes; each
     followed edge is recorded as R's step; the walk hands back the last node and R's step from it."""

@@ -36,6 +36,7 @@ precise in spec/parallel.md (P6: entropy ties are ties of the computed values; P
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ import veridec.reference.parallel as reference_module
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from oracles import parallel as O
-from oracles.bridge import Draws, ListPredictor, close, oracle_callable, production_rule, t64
+from oracles.bridge import Draws, ListPredictor, close, examples, oracle_callable, production_rule, t64
 from veridec.optimized.parallel import decode as optimized_decode
 from veridec.reference.parallel import decode as reference_decode
 
@@ -345,7 +346,7 @@ def draw_rule(data, name: str, case: Case, view: dict, scores: list[float], eb_s
 
 
 @pytest.mark.parametrize("name", ["topk", "threshold", "factor", "quota", "localleap", "eb"])
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(case=step_cases(), data=st.data())
 def test_one_step_matches_the_oracle(name, case, data):
     """P1-P6, P9, TC1: one step of a rule, hyperparameters at the realized confidences."""
@@ -377,7 +378,7 @@ class FixedEntropy(EntropyBounded):
         return torch.where(view.candidates, -torch.tensor(self.entropies, dtype=torch.float64), NEG_INF)
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80))
 @given(data=st.data(), entropies=st.lists(st.lists(st.integers(0, 24), min_size=1, max_size=7), min_size=1,
                                           max_size=3))
 def test_eb_prefix_rule_at_exact_sums(data, entropies):
@@ -399,7 +400,7 @@ def test_eb_prefix_rule_at_exact_sums(data, entropies):
         assert sorted(want) == selected[b].nonzero().flatten().tolist()
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80))
 @given(data=st.data(), probs=st.lists(st.lists(st.integers(0, 16), min_size=1, max_size=7), min_size=1, max_size=3))
 def test_certified_prefix_at_exact_errors(data, probs):
     """TC1: of the selected positions in ranking order, the longest prefix with sum(e) + max(e) < 1 (strict), at
@@ -471,7 +472,7 @@ def klass_runs(draw):
     return batch, length, vocab, steps
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(run=klass_runs(), data=st.data())
 def test_klass_runs_sharing_one_state_match_the_oracle(run, data):
     """P7: several steps (windows at offsets, as the cached decoders' steps) sharing KLASS's state: the KL
@@ -571,7 +572,7 @@ def test_klass_runs_sharing_one_state_match_the_oracle(run, data):
 
 
 # ----------------------------------------------------------------------------------------------- DAPD
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(case=step_cases(max_width=7), data=st.data())
 def test_dapd_step_matches_the_oracle(case, data):
     """P8: the threshold schedule, the strict edge test (entries exactly at tau_b and an ulp either side), the
@@ -600,7 +601,7 @@ def test_dapd_step_matches_the_oracle(case, data):
     assert_step_agrees(res, det, case)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(data=st.data(), batch=st.integers(1, 2), heads=st.integers(1, 3), length=st.integers(1, 5),
        num_layers=st.sampled_from([1, 2, 3, 4, 7, 10, 25]),
        top_layers=st.sampled_from([0.01, 0.1, 0.28, 0.3, 0.5, 0.99, 1.0]), shift=st.sampled_from([0, 1]))
@@ -648,6 +649,141 @@ def test_factor_levels_are_rounded_once_as_pythons_floats():
     view = StepView(conf, torch.ones_like(conf, dtype=torch.bool), None, ranking, rank)
     assert O.factor_count(confidences, factor) == 3
     assert int(Factor(factor).counts(view)[0]) == 3
+
+
+def factor_level_edges(max_rank: int = 5) -> list[float]:
+    """Factors f at which 1 - f/(n + 1) (one correctly rounded division, P4, Python's floats) and 1 - f * fl(1/(n + 1))
+    (torch's float / tensor: a reciprocal, then a product) differ for some rank n <= ``max_rank``: f = (1 - c)(n + 1)
+    and its two neighbours either side, for two-decimal levels c."""
+    edges = set()
+    for n in range(2, max_rank + 1):
+        for c in (0.5, 0.55, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 1 / 3, 2 / 3):
+            f0 = (1 - c) * (n + 1)
+            for f in (f0, up(f0), down(f0), up(up(f0)), down(down(f0))):
+                if 1 - f / (n + 1) != 1 - f * (1.0 / (n + 1)):
+                    edges.add(f)
+    return sorted(edges)
+
+
+def factor_grid_rows(factor: float, width: int) -> list[tuple[int, list[float]]]:
+    """(N, confidences [width]) rows: N = 0..width candidates (-inf past them); for each rank m in 2..N, ranks before
+    it certain (1.0), rank m at its level tau_m = 1 - f/(m + 1) exactly and one ulp either side, the ranks after it
+    equal to it or at 0; and N candidates all at 0 (rank 1 forced, rank 2 fails)."""
+    rows = []
+    for count in range(width + 1):
+        pad = [-INF] * (width - count)
+        rows.append((count, [0.0] * count + pad))
+        for m in range(2, count + 1):
+            level = 1.0 - factor / (m + 1)
+            for c in (down(level), level, up(level)):
+                if 0.0 <= c <= 1.0:
+                    for after in (c, 0.0):
+                        rows.append((count, [1.0] * (m - 1) + [c] + [after] * (count - m) + pad))
+    return rows
+
+
+def test_factor_rule_matches_the_oracle_on_a_grid_of_level_edges():
+    """P4 on purpose, not by draw: every rank m <= 5 with c_m at its level exactly (inclusive commits, strict stops)
+    and one ulp either side, the first failure at the last rank (last_rank commit / reject), no failure, rank 1
+    forced at c = 0, no candidate, for generic factors and every rounding edge of 1 - f/(n + 1) (f = 2.4999999999999996
+    among them: torch's f / tensor is a reciprocal and a product, two roundings, and moves the level there)."""
+    width = 5
+    edges = factor_level_edges(width)
+    assert 2.4999999999999996 in edges and len(edges) >= 10
+    reached = {"equality commits": 0, "equality stops (strict)": 0, "last rank fails": 0, "none fails": 0,
+               "rank 1 forced": 0, "no candidate": 0}
+    for factor in sorted({0.25, 0.5, 1.0, 2.0, 2.5, 3.5, *edges}):
+        rows = factor_grid_rows(factor, width)
+        conf = torch.tensor([r for _, r in rows], dtype=torch.float64)
+        candidates = torch.tensor([[i < n for i in range(width)] for n, _ in rows])
+        ranking, rank = stable_ranking(conf)
+        view = StepView(conf, candidates, None, ranking, rank)
+        for inclusive in (True, False):
+            for last_rank in ("commit", "reject"):
+                got = Factor(factor, inclusive, last_rank).counts(view).tolist()
+                for (n, row), k in zip(rows, got):
+                    want = O.factor_count(row[:n], factor, inclusive, last_rank)
+                    assert k == want, (factor, inclusive, last_rank, row[:n], k, want)
+                    levels = [1.0 - factor / (m + 1) for m in range(2, n + 1)]
+                    tie = any(c == t for c, t in zip(row[1:n], levels))
+                    reached["equality commits"] += tie and inclusive and k == n
+                    reached["equality stops (strict)"] += tie and not inclusive and k < n
+                    fails = [m for m, (c, t) in enumerate(zip(row[1:n], levels), 2) if not (c >= t if inclusive
+                                                                                            else c > t)]
+                    reached["last rank fails"] += bool(fails) and fails[0] == n >= 2
+                    reached["none fails"] += n >= 2 and not fails
+                    reached["rank 1 forced"] += n >= 1 and row[0] == 0.0
+                    reached["no candidate"] += n == 0
+    assert all(reached.values()), reached
+
+
+def grid_view(rows: list[list[float]], candidates: list[list[bool]], **fields) -> StepView:
+    """A StepView of confidence rows (-inf off the candidates), p(x̂) = the confidence (low_confidence remasking)."""
+    conf = torch.tensor([[c if m else -INF for c, m in zip(r, cand)] for r, cand in zip(rows, candidates)],
+                        dtype=torch.float64)
+    ranking, rank = stable_ranking(conf)
+    return StepView(conf, torch.tensor(candidates), None, ranking, rank, token_probs=conf.clamp(min=0.0), **fields)
+
+
+def test_threshold_and_topk_match_the_oracle_on_a_grid_of_bounds():
+    """P2, P3, TC1 on purpose: every non-increasing row of up to 4 candidates over {tau, one ulp either side, 1.0,
+    0.25}, inclusive and strict, certified or not (the certificate's strict sum + max < 1: 1.0 and 0.75 pass,
+    two errors of 1/4 and 1/2 do not), no candidate, a top-1 below tau committed alone; top-k with k below,
+    at and above N."""
+    rows = [list(r) for n in range(5) for r in itertools.combinations_with_replacement(
+        [1.0, up(0.75), 0.75, down(0.75), 0.25], n)]
+    for tau in (0.75, 0.5, 1.0):
+        rows_t = [[(tau if c == 0.75 else up(tau) if c == up(0.75) else down(tau) if c == down(0.75) else c)
+                   for c in r] for r in rows]
+        width = 4
+        padded = [r + [0.0] * (width - len(r)) for r in rows_t]
+        view = grid_view(padded, [[i < len(r) for i in range(width)] for r in rows_t])
+        for inclusive in (True, False):
+            for certify in (False, True):
+                got = Threshold(tau, inclusive=inclusive, certified=certify).counts(view).tolist()
+                for r, k in zip(rows_t, got):
+                    want = O.threshold_count(r, tau, inclusive)
+                    if certify:
+                        want = O.certified_prefix_length(r[:want])
+                    assert k == want, (tau, inclusive, certify, r, k, want)
+        for k in range(1, 6):
+            assert TopK(k).counts(view).tolist() == [O.topk_count(len(r), k) for r in rows_t]
+
+
+def test_quota_matches_the_oracle_on_a_grid():
+    """P9 / SQ1.3 on purpose: M = 0..6 masks at the block's start, S = 1..4 steps, every step i = 0..S + 1 (past
+    the schedule the last quota repeats), N = 0..6 candidates (the quota capped by them)."""
+    for steps in range(1, 5):
+        for block_step in range(steps + 2):
+            cases = [(m, n) for m in range(7) for n in range(7)]
+            view = grid_view([[0.5] * 6 for _ in cases], [[i < n for i in range(6)] for _, n in cases],
+                             block_step=block_step, block_masks_at_start=torch.tensor([m for m, _ in cases]))
+            got = Quota(steps).counts(view).tolist()
+            assert got == [O.quota_count(m, steps, block_step, n) for m, n in cases], (steps, block_step)
+
+
+def test_localleap_matches_the_oracle_on_a_grid_of_bounds():
+    """P5 on purpose: every row of 4 positions over {kappa, tau, one ulp under each, 0.1}, a candidate or a committed
+    position in between, radius 0, 1 and 2 (a neighbour exactly at the radius, one past it), inclusive and strict,
+    certified or not."""
+    kappa, tau = 0.875, 0.625
+    values = [kappa, down(kappa), tau, down(tau), 0.1]
+    rows = [list(r) for r in itertools.product(values, repeat=4)]
+    for gap in (None, 1):
+        cands = [[i != gap for i in range(4)] for _ in rows]
+        view = grid_view(rows, cands)
+        ranking = view.ranking.tolist()
+        for radius in (0, 1, 2):
+            for inclusive in (True, False):
+                for certify in (False, True):
+                    got = LocalLeap(kappa, radius, tau, inclusive=inclusive, certified=certify).select(view).tolist()
+                    for b, row in enumerate(rows):
+                        order = ranking[b][:sum(cands[b])]
+                        want = O.localleap_select(order, row, kappa, radius, tau, inclusive)
+                        if certify:
+                            want = want[:O.certified_prefix_length([row[i] for i in want])]
+                        assert sorted(i for i, x in enumerate(got[b]) if x) == sorted(want), (row, gap, radius,
+                                                                                             inclusive, certify)
 
 
 # ------------------------------------------------------------------------------------- whole decodes
@@ -758,7 +894,7 @@ DECODERS = (reference_decode, optimized_without_cache)  # the reference and its 
 DECODE_RULES = sorted(PRESETS) + ["quota", "quota"]  # Quota also stands for its block bookkeeping
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 # Quota's schedule counts the block's masks at its start, not a prompt mask competing with them (P9, P11)
 @example(name="quota", model_kind="llada", seed=3, lengths=[4], blocks=2, block_length=3, temperature=0.0,
          remasking="low_confidence", prompt_mask=1, sharpen=1.0, steps_per_block=2)
@@ -799,7 +935,7 @@ def test_reference_decode_matches_the_oracle_decoder(name, model_kind, seed, len
         assert_decode_matches(decoded, run_oracle)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(layout=st.sampled_from(["llada", "dream"]), seed=st.integers(0, 999),
        lengths=st.lists(st.integers(1, 4), min_size=1, max_size=2), blocks=st.integers(1, 2),
        block_length=st.sampled_from([2, 3, 4]), num_layers=st.sampled_from([1, 2, 3]),
@@ -836,7 +972,7 @@ def test_dapd_dream_query_of_the_first_real_token():
                        counters)
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(name=st.sampled_from(DECODE_RULES),
        model_kind=st.sampled_from(["llada", "dream", "hmm"]), seed=st.integers(0, 999),
        lengths=st.lists(st.integers(1, 4), min_size=2, max_size=3), blocks=st.integers(1, 2),
@@ -898,7 +1034,7 @@ def block_budgets_used_up(decoded, prompt, mask_id: int, block_length: int, step
     return out
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(wasted=st.integers(0, 5), rule=st.sampled_from([{"rule": "quota", "steps_per_block": 1},
                                                        {"rule": "quota", "steps_per_block": 2},
                                                        {"rule": "quota", "steps_per_block": 3},

@@ -41,11 +41,11 @@ import random
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from oracles import sequential as O
-from oracles.bridge import EPS32, F64, Draws, ListPredictor, assert_close, oracle_callable
+from oracles.bridge import EPS32, F64, Draws, ListPredictor, assert_close, examples, oracle_callable
 from veridec.models import random_model
 from veridec.models.interface import PredictorOutput, SpecialTokens
 from veridec.models.tiny import never_predicts_mask
@@ -320,7 +320,7 @@ def test_worked_example(name):
 
 
 # ================================================================================== LLaDA: schedules
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=3), st.integers(1, 8))
 def test_transfer_schedule_is_the_oracle_schedule(counts, steps_per_block):
     blocks = 2
@@ -329,7 +329,7 @@ def test_transfer_schedule_is_the_oracle_schedule(counts, steps_per_block):
     assert schedule == [O.llada_schedule(m, steps_per_block) for m in counts]
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=3), st.integers(1, 8))
 def test_tokens_per_step_schedule_is_the_oracle_schedule(counts, k):
     assume(max(counts) > 0)  # an all-empty block: test_tokens_per_step_schedule_of_an_empty_block
@@ -396,7 +396,7 @@ def llada_step_cases(draw):
                 seed=draw(st.integers(0, 2**31 - 1)))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(llada_step_cases())
 def test_llada_step_matches_the_oracle(case):
     """SQ1.4, SQ1.6, SQ0.4: proposals, confidences, the ranked selection and the canvas, with the generator's
@@ -455,7 +455,7 @@ def llada_decodes(draw):
     return name, prompt, attention if with_mask else None, kw, rng.randrange(2**31)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(llada_decodes())
 def test_llada_generate_matches_the_oracle(setup):
     """SQ1 end to end: canvas, per-step commits (positions in rank order, tokens, confidences) and counters, with
@@ -516,7 +516,7 @@ def filter_cases(draw):
     return logits.tolist(), temperature, top_p, top_k
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(filter_cases())
 def test_filtered_distribution_matches_the_oracle(case):
     """SQ2.5: temperature, then top-p (the crossing token kept), then top-k (boundary ties kept)."""
@@ -609,7 +609,7 @@ def scatter(values, positions_by_row, batch, length, fill=None):
     return out
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(dream_step_cases())
 def test_dream_step_matches_the_oracle(case):
     """SQ2.4-SQ2.5 for maskgit_plus / topk_margin / entropy (count given as tokens_per_step, clamped per row):
@@ -674,7 +674,7 @@ def origin_cases(draw):
                 top_p=draw(st.sampled_from([None, 0.5])), seed=draw(st.integers(0, 2**31 - 1)))
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(origin_cases())
 def test_origin_reveal_matches_the_oracle(case):
     """SQ2.3: one float32 uniform per mask (row-major), revealed iff u < p with p = 1 - s/t in float32 (1 on the
@@ -730,7 +730,7 @@ def test_transfer_count_sweep_matches_the_oracle():
                 assert got == O.dream_transfer_count(counts, step, steps, eps), (steps, eps, step, counts)
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80))
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=4), st.integers(1, 30),
        st.sampled_from([1e-3, 0.05, 0.1, 0.25, 0.5]), st.data())
 def test_transfer_count_uses_the_mean_over_rows(counts, steps, eps, data):
@@ -768,7 +768,7 @@ def dream_decodes(draw):
     return name, prompt, attention if with_mask else None, kw, rng.randrange(2**31)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(dream_decodes())
 def test_dream_generate_matches_the_oracle(setup):
     """SQ2 end to end: canvas, per-step commits and forwards, the oracle replaying the production's recorded
@@ -853,21 +853,32 @@ def raises_value_error(call) -> bool:
 @st.composite
 def llada_arguments(draw):
     special = SpecialTokens(mask_id=9, eos_id=draw(st.sampled_from([None, 7])), eot_id=draw(st.sampled_from([None, 8])))
+    tokens_per_step = draw(st.sampled_from([None, None, 0, 1, 3]))
+    # steps < 1 with tokens_per_step too: both refuse it (SQ0.6, test_tokens_per_step_still_validates_steps)
     kw = dict(steps=draw(st.integers(-1, 5)), gen_length=draw(st.integers(0, 4)),
               block_length=draw(st.integers(0, 4)), temperature=draw(st.sampled_from([-0.5, 0.0, 1.0])),
               cfg_scale=draw(st.sampled_from([-1.0, 0.0, 1.5])),
               remasking=draw(st.sampled_from(["low_confidence", "random", "top_k"])),
               logits_eos_inf=draw(st.booleans()), confidence_eos_eot_inf=draw(st.booleans()),
-              tokens_per_step=draw(st.sampled_from([None, None, 0, 1, 3])))
+              tokens_per_step=tokens_per_step)
     return special, kw
 
 
-@settings(max_examples=150)
+LLADA_GOOD = dict(steps=2, gen_length=4, block_length=2, temperature=0.0, cfg_scale=0.0, remasking="low_confidence",
+                  logits_eos_inf=False, confidence_eos_eot_inf=False, tokens_per_step=None)
+
+
+@settings(max_examples=examples(150))
 @given(llada_arguments())
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), LLADA_GOOD))  # accepted
+@example((SpecialTokens(mask_id=9, eos_id=None, eot_id=8), {**LLADA_GOOD, "logits_eos_inf": True}))  # no EOS id
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=None), {**LLADA_GOOD, "confidence_eos_eot_inf": True}))  # no EoT
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "steps": 3}))  # 3 steps over 2 blocks
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "gen_length": 3}))  # 3 not a multiple of 2
+@example((SpecialTokens(mask_id=9, eos_id=7, eot_id=8), {**LLADA_GOOD, "steps": 0, "tokens_per_step": 1}))
 def test_llada_argument_checks_match_the_oracle(arguments):
     """SQ0.6, SQ1.2: production refuses (ValueError) exactly the arguments the oracle refuses."""
     special, kw = arguments
-    assume(kw["tokens_per_step"] is None or kw["steps"] >= 1)  # test_tokens_per_step_does_not_validate_steps
     production = raises_value_error(lambda: check_special(LLaDAParams(**kw), special))
     oracle = raises_value_error(lambda: O.llada_check_params(**kw, eos_id=special.eos_id, eot_id=special.eot_id))
     assert production == oracle

@@ -112,6 +112,15 @@ def cells(v: int, n: int):
 
 
 # ------------------------------------------------------------------------------------------------ strategies
+def nonzero_weights(draw, size: int, high: int) -> list[int]:
+    """``size`` integer weights in [0, high], not all 0: an all-zero draw gets one drawn entry raised (constructed,
+    where a ``filter(any)`` rejected it)."""
+    weights = draw(st.lists(st.integers(0, high), min_size=size, max_size=size))
+    if not any(weights):
+        weights[draw(st.integers(0, size - 1))] = draw(st.integers(1, high))
+    return weights
+
+
 KINDS = ("weights", "dyadic", "marginal_tie", "tie", "cluster", "product", "degenerate", "library")
 
 
@@ -128,7 +137,7 @@ def joint_masses(draw, v: int, n: int, kinds: tuple = KINDS) -> dict:
     if kind == "cluster" and n < 2:
         kind = "tie"
     if kind in ("weights", "dyadic", "marginal_tie"):
-        weights = draw(st.lists(st.integers(0, 6), min_size=v**n, max_size=v**n).filter(any))
+        weights = nonzero_weights(draw, v**n, 6)
         if kind == "marginal_tie":  # raise the lighter of symbol 0 and the best other symbol s to a tie
             j = draw(st.integers(0, n - 1))
             groups = [sum(w for z, w in zip(cells(v, n), weights) if z[j] == t) for t in range(v)]
@@ -146,7 +155,7 @@ def joint_masses(draw, v: int, n: int, kinds: tuple = KINDS) -> dict:
         star = tuple(draw(st.lists(st.integers(0, v - 1), min_size=n, max_size=n)))
         shifts = draw(st.lists(st.integers(1, v - 1), min_size=n, max_size=n))
         if kind == "tie":
-            w = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n).filter(any))
+            w = nonzero_weights(draw, n, 5)
             denominator = sum(w) + max(w)  # delta_k = w_k / D: S + e_max = (sum w + max w) / D = 1
         else:
             anchor = draw(st.integers(0, n - 1))
@@ -164,7 +173,7 @@ def joint_masses(draw, v: int, n: int, kinds: tuple = KINDS) -> dict:
     if kind == "product":
         marginals = []
         for _ in range(n):
-            w = draw(st.lists(st.integers(0, 4), min_size=v, max_size=v).filter(any))
+            w = nonzero_weights(draw, v, 4)
             marginals.append([F(x, sum(w)) for x in w])
         return {z: math.prod((marginals[j][z[j]] for j in range(n)), start=F(1)) for z in cells(v, n)}
     if kind == "degenerate":
@@ -458,9 +467,10 @@ def kappa_tau(draw):
     if pick == 1:
         kappa, tau, _ = draw(cluster_params())
         return kappa, tau
-    tau = draw(st.fractions(F(1, 2), 1, max_denominator=60).filter(lambda x: F(1, 2) < x < 1))
-    kappa = draw(st.fractions(tau, 1, max_denominator=60).filter(lambda x: tau < x < 1))
-    return kappa, tau
+    d = draw(st.integers(2, 30))  # tau in (1/2, 1) with denominator 2d, kappa strictly between tau and 1
+    tau = F(draw(st.integers(d + 1, 2 * d - 1)), 2 * d)
+    m = draw(st.integers(2, 30))
+    return tau + (1 - tau) * F(draw(st.integers(1, m - 1)), m), tau
 
 
 @given(kappa_tau())

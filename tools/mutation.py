@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fnmatch
 import importlib.util
 import json
 import os
@@ -52,7 +53,18 @@ from tools.mutants import MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository under test (only read)
 DEFAULT_REPORT = ROOT / "benchmarks" / "mutation-all.md"
+SEEDS_REPORT = ROOT / "benchmarks" / "mutation-seeds.md"  # the whole gate under --seeds
 PYTEST_OPTIONS = ("-x", "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "_mutation_probe", "-q")
+SEEDED_PROFILE = "seeded"  # tests/conftest.py: random draws from --hypothesis-seed, no example database
+
+
+def pytest_options(seed: int | None) -> tuple[str, ...]:
+    """PYTEST_OPTIONS; with a ``seed``, the seeded profile at that --hypothesis-seed instead of the derandomized ci
+    one (``--seeds N``: the same mutant under other draws)."""
+    if seed is None:
+        return PYTEST_OPTIONS
+    profile = (f"--hypothesis-profile={SEEDED_PROFILE}", f"--hypothesis-seed={seed}")
+    return tuple(o for option in PYTEST_OPTIONS for o in (profile if option == PYTEST_OPTIONS[1] else (option,)))
 # Checks the catalogue against its own tree, which every mutant changes: never part of a mutant's run.
 ALWAYS_IGNORED = ("tests/test_mutation.py",)
 RELATED_TIMEOUT = 120.0  # seconds; the slowest related selection passes in about 15 s on an idle 2-core machine
@@ -188,6 +200,7 @@ ROOT = Path(os.environ["MUTATION_ROOT"]).resolve()
 PROBE = Path(os.environ["MUTATION_PROBE"])
 CURRENT = Path(os.environ["MUTATION_PROBE"] + ".current")
 STATE = {"imports": {}, "import_errors": {}, "outside": [], "first_failure": None, "finished": False}
+DRAWS = {}  # node id of a failed test -> whether it is a Hypothesis test (its examples depend on the seed)
 
 
 def _inside(file):
@@ -220,8 +233,16 @@ def _error(report):
 
 def _record(nodeid, when, report):
     if STATE["first_failure"] is None:
-        STATE["first_failure"] = {"nodeid": nodeid, "when": when, "error": _error(report)}
+        STATE["first_failure"] = {"nodeid": nodeid, "when": when, "error": _error(report),
+                                  "hypothesis": DRAWS.get(nodeid, True)}
         _save()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed:
+        DRAWS[report.nodeid] = hasattr(getattr(item, "obj", None), "hypothesis")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -292,13 +313,15 @@ class Sandbox:
                    MUTATION_PROBE=str(probe), MUTATION_IMPORTS=",".join(imports))
         return env
 
-    def pytest(self, selection: list[str], timeout: float, module: str | None = None) -> PytestRun:
-        """Run pytest on ``selection`` in the copy; kill its process group after ``timeout`` seconds."""
+    def pytest(self, selection: list[str], timeout: float, module: str | None = None,
+               seed: int | None = None) -> PytestRun:
+        """Run pytest on ``selection`` in the copy (under ``seed``'s profile, see ``pytest_options``); kill its
+        process group after ``timeout`` seconds."""
         self.runs += 1
         tag = f"run{self.runs}"
         probe, log = self.work / f"{tag}.json", self.work / f"{tag}.log"
         imports = [*self.packages, *([module] if module else [])]
-        command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *selection]
+        command = [sys.executable, "-m", "pytest", *pytest_options(seed), *selection]
         started = time.perf_counter()
         with open(log, "wb") as out:
             process = subprocess.Popen(command, cwd=self.repo, env=self.env(probe, imports), stdout=out,
@@ -351,22 +374,35 @@ def check_shim(run: PytestRun) -> None:
 class Result:
     mutant: Mutant
     line: int
-    status: str  # "killed", "survived", "inconclusive" (the killer fails unmutated too), "error"
+    status: str  # "killed", "survived", "inconclusive" (the killer fails unmutated too), "error", "seed-dependent"
     killer: str | None = None  # node id, "timeout" or None
     phase: str | None = None  # "related" or "suite": the run that decided
     detail: str = ""  # the failure's first line, the hanging test, or what went wrong
     seconds: float = 0.0
     runs: list[dict] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)  # --seeds: the seeds run
+    seed_kills: list[int] = field(default_factory=list)  # --seeds: the seeds whose run killed it
 
     @property
     def by_timeout(self) -> bool:
         return self.status == "killed" and self.killer == "timeout"
 
+    @property
+    def counts_as_killed(self) -> bool:
+        """A kill, stable or not; a seed-dependent kill that holds on one seed only is luck, a survivor."""
+        return self.status == "killed" or self.status == "seed-dependent" and len(self.seed_kills) > 1
+
     def to_dict(self) -> dict:
         return {"name": self.mutant.name, "place": f"{self.mutant.path}:{self.line}", "area": self.mutant.area,
                 "clause": self.mutant.clause, "description": self.mutant.description, "status": self.status,
                 "killer": self.killer, "phase": self.phase, "detail": self.detail, "seconds": round(self.seconds, 1),
-                "runs": self.runs}
+                "runs": self.runs, "seeds": self.seeds, "seed_kills": self.seed_kills}
+
+    @classmethod
+    def from_dict(cls, data: dict, mutant: Mutant) -> "Result":
+        """A result read back from ``--json`` (``--resume``)."""
+        return cls(mutant, int(data["place"].rsplit(":", 1)[1]), data["status"], data["killer"], data["phase"],
+                   data["detail"], data["seconds"], data["runs"], data.get("seeds", []), data.get("seed_kills", []))
 
 
 class Pristine:
@@ -376,17 +412,17 @@ class Pristine:
         self.work, self.source, self.files, self.sandbox, self.verdicts = work, source, files, None, {}
         self.lock = threading.Lock()  # one copy, one run at a time, whatever the number of jobs
 
-    def passes(self, nodeid: str, timeout: float) -> bool:
+    def passes(self, nodeid: str, timeout: float, seed: int | None = None) -> bool:
         with self.lock:
-            return self._passes(nodeid, timeout)
+            return self._passes(nodeid, timeout, seed)
 
-    def _passes(self, nodeid: str, timeout: float) -> bool:
-        if nodeid not in self.verdicts:
+    def _passes(self, nodeid: str, timeout: float, seed: int | None) -> bool:
+        if (nodeid, seed) not in self.verdicts:
             if self.sandbox is None:
                 self.sandbox = Sandbox(self.work, self.source, self.files)
-            run = self.sandbox.pytest([nodeid], timeout)
-            self.verdicts[nodeid] = run.rc == 0
-        return self.verdicts[nodeid]
+            run = self.sandbox.pytest([nodeid], timeout, seed=seed)
+            self.verdicts[nodeid, seed] = run.rc == 0
+        return self.verdicts[nodeid, seed]
 
 
 def suite_selection(mutant: Mutant, full: bool) -> list[str]:
@@ -394,21 +430,76 @@ def suite_selection(mutant: Mutant, full: bool) -> list[str]:
     return ["tests", *(f"--ignore={path}" for path in skipped)]
 
 
+def seed_list(options) -> list[int | None]:
+    """The seeds each mutant runs under: ``--seeds N`` gives 1..N (the seeded profile); none: [None] (ci)."""
+    count = getattr(options, "seeds", None)
+    return list(range(1, count + 1)) if count else [None]
+
+
 def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], options,
                pristine: Pristine | None) -> Result:
+    """The mutant on its own copy, under each seed of ``seed_list`` (one gate run per seed), then combined."""
     started = time.perf_counter()
     sandbox = Sandbox(work, snapshot, files)
     line = apply(mutant, sandbox.repo)
     module = module_name(mutant.path, sandbox.packages, sandbox.repo)
-    related = ("related", list(mutant.tests), options.timeout)
+    seeds, per_seed = seed_list(options), []
+    for seed in seeds:
+        if per_seed and seed_free_kill(per_seed[0]):  # the same kill under every seed: not rerun
+            per_seed = [per_seed[0]] * len(seeds)
+            per_seed[0].detail += " (a test that draws nothing from Hypothesis: the same kill on every seed)"
+            break
+        run = None
+        if per_seed and per_seed[0].status == "killed" and per_seed[0].killer != "timeout":
+            # the first seed's killer alone under this seed first: its draws do not depend on the tests before it
+            run = run_phases(mutant, line, sandbox, module, options, pristine, seed, only=[per_seed[0].killer])
+        if run is None or run.status not in ("killed", "inconclusive"):
+            run = run_phases(mutant, line, sandbox, module, options, pristine, seed)
+        per_seed.append(run)
+    result = per_seed[0] if len(per_seed) == 1 else combine_seeds(per_seed, seeds)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def seed_free_kill(result: Result) -> bool:
+    """A kill by a failing test that is not a Hypothesis test holds under every seed: under another seed the run
+    either fails earlier (a kill) or reaches that test, which draws nothing from the seed, and fails again."""
+    failure = result.runs[-1].get("first_failure") if result.runs else None
+    return (result.status == "killed" and result.killer != "timeout" and failure is not None
+            and failure.get("hypothesis") is False)
+
+
+def combine_seeds(per_seed: list[Result], seeds: list[int]) -> Result:
+    """One result from a mutant's runs under every seed: killed when every seed's run kills it, seed-dependent when
+    some do (``counts_as_killed`` needs two), survived when none does; an error on any seed is an error."""
+    kills = [seed for seed, r in zip(seeds, per_seed) if r.status == "killed"]
+    first = next((r for r in per_seed if r.status == "error"), None) or next(
+        (r for r in per_seed if r.status == "killed"), per_seed[0])
+    runs = [run for i, r in enumerate(per_seed) if all(r is not q for q in per_seed[:i]) for run in r.runs]
+    result = replace(first, runs=runs, seeds=list(seeds), seed_kills=kills)
+    if first.status != "error":
+        result.status = ("killed" if len(kills) == len(seeds) else "seed-dependent" if kills
+                         else "inconclusive" if any(r.status == "inconclusive" for r in per_seed) else "survived")
+    if result.status == "seed-dependent":
+        missed = [seed for seed in seeds if seed not in kills]
+        result.detail = f"seed(s) {', '.join(map(str, missed))} let it survive; " + result.detail
+    return result
+
+
+def run_phases(mutant: Mutant, line: int, sandbox: Sandbox, module: str | None, options, pristine: Pristine | None,
+               seed: int | None, only: list[str] | None = None) -> Result:
+    """One gate run of the patched copy under ``seed``: its related tests, then (unless they kill it) the rest;
+    ``only``: these node ids alone (a kill under them is a kill of the whole run under that seed)."""
+    started = time.perf_counter()
+    related = ("related", only or list(mutant.tests), options.timeout)
     phases = [("suite", suite_selection(mutant, True), options.suite_timeout)] if options.full else [
         related, ("suite", suite_selection(mutant, False), options.suite_timeout)]
-    if getattr(options, "related_only", False):  # triage: the mutant's own tests only
+    if getattr(options, "related_only", False) or only:  # triage: the mutant's own tests only
         phases = [related]
     result = Result(mutant, line, "survived")
     for phase, selection, timeout in phases:
-        run = sandbox.pytest(selection, timeout, module)
-        result.runs.append({"phase": phase, "rc": run.rc, "seconds": round(run.seconds, 1),
+        run = sandbox.pytest(selection, timeout, module, seed)
+        result.runs.append({"phase": phase, "rc": run.rc, "seconds": round(run.seconds, 1), "seed": seed,
                             "timed_out": run.timed_out, "first_failure": run.first_failure, "current": run.current})
         result.phase = phase
         if run.timed_out:
@@ -426,7 +517,7 @@ def run_mutant(mutant: Mutant, work: Path, snapshot: Path, files: list[str], opt
             result.status = "error"
             result.detail = f"pytest exit {run.rc} without a failing test (log {run.log}, kept with --keep)"
             break
-        if pristine is not None and suspect and not pristine.passes(suspect, timeout):
+        if pristine is not None and suspect and not pristine.passes(suspect, timeout, seed):
             result.status = "inconclusive"
             result.detail = "it fails without the mutant too; " + result.detail
         break
@@ -442,6 +533,13 @@ def _cell(text: str) -> str:
 
 
 def _killed_by(result: Result) -> str:
+    seeds = ""
+    if result.seeds:
+        seeds = f" [killed on seeds {', '.join(map(str, result.seed_kills)) or 'none'} of {len(result.seeds)}]"
+    return _killer_text(result) + seeds
+
+
+def _killer_text(result: Result) -> str:
     if result.status == "survived":
         return "survived"
     if result.status == "error":
@@ -452,16 +550,21 @@ def _killed_by(result: Result) -> str:
         detail = " ".join(result.detail.split())
         detail = detail if len(detail) <= 90 else detail[:87] + "..."
         text = f"`{result.killer}` ({result.phase}; {_cell(detail)})"
-    return ("inconclusive: " if result.status == "inconclusive" else "") + text
+    prefix = {"inconclusive": "inconclusive: ", "seed-dependent": "seed-dependent: "}.get(result.status, "")
+    return prefix + text
 
 
 def summary(results: list[Result]) -> dict:
+    """Counts; with seeds, a seed-dependent kill counts as killed on two seeds or more, as survived on one."""
     total = len(results)
-    killed = [r for r in results if r.status == "killed"]
-    by_test = [r for r in killed if not r.by_timeout]
+    killed = [r for r in results if r.counts_as_killed]
+    by_test = [r for r in killed if r.killer != "timeout"]
     return {"total": total, "killed": len(killed), "by_pytest": len(by_test), "timeouts": len(killed) - len(by_test),
             "by_related": sum(r.phase == "related" for r in by_test),
-            "survived": [r.mutant.name for r in results if r.status == "survived"],
+            "stable": sum(r.status == "killed" for r in results),
+            "seed_dependent": [r.mutant.name for r in results if r.status == "seed-dependent"],
+            "survived": [r.mutant.name for r in results if r.status == "survived"
+                         or r.status == "seed-dependent" and not r.counts_as_killed],
             "inconclusive": [r.mutant.name for r in results if r.status == "inconclusive"],
             "errors": [r.mutant.name for r in results if r.status == "error"],
             "seconds": round(sum(r.seconds for r in results), 1)}
@@ -488,29 +591,42 @@ def render(results: list[Result], header: dict, done: bool) -> str:
              + f" pytest `{' '.join(header['pytest'])}`; timeouts {header['timeout']:.0f} s (related) and "
              f"{header['suite_timeout']:.0f} s (suite), a timeout counts as a kill. "
              + ("A killing test is rerun alone on an unmutated copy; a kill whose test fails there too is "
-                "inconclusive." if header["verify"] else "Kills were not rerun on an unmutated copy."), "",
+                "inconclusive." if header["verify"] else "Kills were not rerun on an unmutated copy.")
+             + (f" Every mutant ran under {header['seeds']} seeds (`--hypothesis-profile={SEEDED_PROFILE} "
+                f"--hypothesis-seed=S`, S = 1..{header['seeds']}: random draws, no example database) instead of the "
+                "derandomized ci profile: killed = killed on every seed; seed-dependent = on some (counted as killed "
+                "on two seeds or more, as a survivor on one)." if header.get("seeds") else "")
+             + (f" {header['resumed']} result(s) were read back from `{header['resume']}` (`--resume`)."
+                if header.get("resumed") else ""), "",
              "| mutant | place | description | killed by | seconds (wall) |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| `{r.mutant.name}` | `{r.mutant.path}:{r.line}` | {_cell(r.mutant.description)} "
                      f"| {_killed_by(r)} | {r.seconds:.1f} |")
     lines += ["", f"**Summary: killed {s['killed']} / {n} ({_percent(s['killed'], n)}); by pytest alone (a failing "
               f"test, timeouts not counted) {s['by_pytest']} / {n} ({_percent(s['by_pytest'], n)}), "
-              f"{s['by_related']} of them by the related tests; timeouts {s['timeouts']}; survived "
+              f"{s['by_related']} of them by the related tests; timeouts {s['timeouts']}; "
+              + (f"stable on every seed {s['stable']}, seed-dependent {len(s['seed_dependent'])}; "
+                 if header.get("seeds") else "") + "survived "
               f"{len(s['survived'])}; inconclusive {len(s['inconclusive'])}; errors {len(s['errors'])}. "
               f"{s['seconds']:.0f} s of mutant runs, {s['seconds'] / max(n, 1):.0f} s per mutant"
               + (f"; {time.time() - header['epoch']:.0f} s wall clock, {header['jobs']} at once"
                  if "epoch" in header else "") + ".**", ""]
     if s["survived"]:
         lines.append("Survivors: " + "; ".join(f"`{r.mutant.name}` ({r.mutant.clause})"
-                                               for r in results if r.status == "survived") + ".")
+                                               for r in results if r.mutant.name in s["survived"]) + ".")
+        lines.append("")
+    if s["seed_dependent"]:
+        lines.append("Seed-dependent kills: " + "; ".join(
+            f"`{r.mutant.name}` (seeds {', '.join(map(str, r.seed_kills))} of {len(r.seeds)})"
+            for r in results if r.status == "seed-dependent") + ".")
         lines.append("")
     areas: dict[str, list[Result]] = {}
     for r in results:
         areas.setdefault(r.mutant.area, []).append(r)
     lines += ["| area | mutants | killed | survived |", "|---|---|---|---|"]
     for area, rows in sorted(areas.items()):
-        lines.append(f"| {area} | {len(rows)} | {sum(r.status == 'killed' for r in rows)} "
-                     f"| {sum(r.status == 'survived' for r in rows)} |")
+        lines.append(f"| {area} | {len(rows)} | {sum(r.counts_as_killed for r in rows)} "
+                     f"| {sum(r.mutant.name in s['survived'] for r in rows)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -520,7 +636,8 @@ CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants
               "tools/mutants_block_diffusion.py", "tools/mutants_hostile.py", "tools/mutants_block_parallel.py",
               "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py",
               "tools/mutants_narrow.py",
-              "tools/mutants_checker_block.py", "tools/mutants_fastdllm_v2.py")
+              "tools/mutants_checker_block.py", "tools/mutants_fastdllm_v2.py",
+              "tools/mutants_draws.py")
 
 
 def load_catalogue(path: str | None) -> list[Mutant]:
@@ -587,10 +704,10 @@ def _commit(root: Path) -> str:
 
 
 def default_report(args) -> Path:
-    """benchmarks/mutation-all.md for the whole gate (every catalogue: ``--catalogue all``); a partial run or one
-    catalogue's goes to the temp dir."""
-    if not args.only and args.catalogue == "all":
-        return DEFAULT_REPORT
+    """benchmarks/mutation-all.md for the whole gate (every catalogue: ``--catalogue all``), mutation-seeds.md for
+    the whole gate under ``--seeds``; a partial run or one catalogue's goes to the temp dir."""
+    if not args.only and args.catalogue == "all" and not getattr(args, "related_to", None):
+        return SEEDS_REPORT if getattr(args, "seeds", None) else DEFAULT_REPORT
     return Path(tempfile.gettempdir()) / f"veridec-mutation-{Path(args.catalogue or 'mutants').stem}.md"
 
 
@@ -622,6 +739,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-verify", action="store_true", help="do not rerun killing tests on an unmutated copy")
     parser.add_argument("--jobs", type=positive_int, default=1,
                         help="mutants run at once, each on its own copy (default 1; at most one per core)")
+    parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
+                        help="run every mutant under N seeds of the seeded Hypothesis profile (random draws, no "
+                             "database) instead of the derandomized ci profile; report the kills that depend on the "
+                             "seed (one that holds on one seed only counts as a survivor)")
+    parser.add_argument("--related-to", action="append", metavar="GLOB",
+                        help="only the mutants one of whose related test files matches GLOB (repeatable), e.g. "
+                             "'tests/test_spec_oracles_*.py'")
+    parser.add_argument("--resume", metavar="JSON",
+                        help="skip the mutants this earlier --json file holds a result for (the same --seeds), and "
+                             "report those results with the new ones; --json rewrites it after every mutant")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
     parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
     return parser
@@ -630,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     catalogue = load_catalogue(args.catalogue)
-    mutants = select(args.only, catalogue)
+    mutants = related_to(select(args.only, catalogue), args.related_to)
     if args.list:
         print(list_catalogue(mutants))
         return 0
@@ -641,14 +768,36 @@ def main(argv: list[str] | None = None) -> int:
     files = repository_files(ROOT, args.untracked)
     header = run_header(args, argv, files, catalogue, mutants)
     report = Path(args.report) if args.report else default_report(args)
-    results = run_all(mutants, files, args, header, report)
-    if args.json:
-        write_text_atomic(args.json, json.dumps({"header": header, "summary": summary(results),
-                                               "results": [r.to_dict() for r in results]}, indent=1))
+    done = resumed(args.resume, mutants, args.seeds)
+    header.update(resume=args.resume, resumed=len(done))
+    results = run_all(mutants, files, args, header, report, done)
     s = summary(results)
     print(f"killed {s['killed']} / {s['total']} (by pytest alone {s['by_pytest']}, timeouts {s['timeouts']}); "
           f"survived {len(s['survived'])}; report {report}")
     return 0
+
+
+def related_to(mutants: list[Mutant], globs: list[str] | None) -> list[Mutant]:
+    """The mutants one of whose related test files matches one of ``globs`` (all of them without globs)."""
+    if not globs:
+        return mutants
+    chosen = [m for m in mutants if any(fnmatch.fnmatch(t, g) for t in m.tests for g in globs)]
+    if not chosen:
+        raise SystemExit(f"--related-to {globs}: no mutant has a related test file that matches")
+    return chosen
+
+
+def resumed(path: str | None, mutants: list[Mutant], seeds: int | None) -> dict[str, Result]:
+    """The results an earlier ``--json`` file holds for these mutants (same name and patch, run with the same
+    ``--seeds``), by name; {} without ``--resume`` or when the file does not exist yet."""
+    if not path or not Path(path).exists():
+        return {}
+    data = json.loads(Path(path).read_text())
+    if data["header"].get("seeds") != seeds:
+        raise SystemExit(f"--resume {path}: it was run with --seeds {data['header'].get('seeds')}, not {seeds}")
+    by_name = {m.name: m for m in mutants}
+    return {r["name"]: Result.from_dict(r, by_name[r["name"]]) for r in data["results"]
+            if r["name"] in by_name and r["description"] == by_name[r["name"]].description}
 
 
 def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> dict:
@@ -659,17 +808,20 @@ def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> 
             "python": platform.python_version(), "machine": f"{os.cpu_count()} CPUs",
             "catalogue": len(catalogue), "catalogue_file": args.catalogue or "tools/mutants.py",
             "only": ", ".join(m.name for m in mutants) if args.only else "",
-            "full": args.full, "related_only": args.related_only, "pytest": PYTEST_OPTIONS[:-3],
+            "full": args.full, "related_only": args.related_only, "pytest": pytest_options(None)[:-3],
+            "seeds": args.seeds, "related_to": args.related_to,
             "timeout": args.timeout,
             "suite_timeout": args.suite_timeout, "verify": not args.no_verify, "jobs": args.jobs,
             "epoch": time.time()}
 
 
-def run_all(mutants: list, files: list[str], args, header: dict, report: Path) -> list[Result]:
-    """Every mutant on its own copy of one snapshot of the tree, ``args.jobs`` at a time; the report (in the
-    catalogue's order) rewritten after each."""
+def run_all(mutants: list, files: list[str], args, header: dict, report: Path,
+            done: dict[str, Result] | None = None) -> list[Result]:
+    """Every mutant (but those ``done`` holds) on its own copy of one snapshot of the tree, ``args.jobs`` at a time;
+    the report (in the catalogue's order) and ``args.json`` rewritten after each."""
     work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
-    finished: dict[int, Result] = {}
+    done = done or {}
+    finished: dict[int, Result] = {i: done[m.name] for i, m in enumerate(mutants, 1) if m.name in done}
     try:
         snapshot = work / "snapshot"
         copy_files(ROOT, snapshot, files)  # one consistent tree for every mutant, whatever changes meanwhile
@@ -683,9 +835,9 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path) -
             return i, result
 
         with ThreadPoolExecutor(max_workers=getattr(args, "jobs", 1)) as pool:
-            futures = [pool.submit(one, i) for i in range(1, len(mutants) + 1)]
+            futures = [pool.submit(one, i) for i in range(1, len(mutants) + 1) if i not in finished]
             try:
-                ordered_results(futures, mutants, finished, header, report)
+                ordered_results(futures, mutants, finished, header, report, getattr(args, "json", None))
             except BaseException:  # Ctrl-C or a broken run: no new mutant starts, the running ones are stopped
                 pool.shutdown(wait=False, cancel_futures=True)
                 for process in list(LIVE):
@@ -699,8 +851,10 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path) -
     return [finished[k] for k in sorted(finished)]
 
 
-def ordered_results(futures: list, mutants: list, finished: dict, header: dict, report: Path) -> None:
-    """Collect each mutant's result as it finishes; print it and rewrite the report in the catalogue's order."""
+def ordered_results(futures: list, mutants: list, finished: dict, header: dict, report: Path,
+                    json_path: str | None = None) -> None:
+    """Collect each mutant's result as it finishes; print it and rewrite the report (and the JSON) in the
+    catalogue's order."""
     for future in as_completed(futures):
         i, result = future.result()
         finished[i] = result
@@ -710,6 +864,9 @@ def ordered_results(futures: list, mutants: list, finished: dict, header: dict, 
         report.parent.mkdir(parents=True, exist_ok=True)
         ordered = [finished[k] for k in sorted(finished)]
         write_text_atomic(report, render(ordered, header, done=len(finished) == len(mutants)))
+        if json_path:
+            write_text_atomic(json_path, json.dumps({"header": header, "summary": summary(ordered),
+                                                   "results": [r.to_dict() for r in ordered]}, indent=1))
 
 
 if __name__ == "__main__":

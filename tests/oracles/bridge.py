@@ -26,6 +26,14 @@ NEG_INF = -math.inf
 
 
 # ------------------------------------------------------------------------------------------------ numbers
+def examples(n: int) -> int:
+    """A test's own ``max_examples`` ``n``, lifted to the loaded profile's when that asks for more (the deep profile
+    of tools/oracle_profile.py; the ci and dev profiles ask for fewer, so they run ``n``)."""
+    from hypothesis import settings
+
+    return max(n, settings().max_examples)
+
+
 def t64(x) -> torch.Tensor:
     """Nested lists (or a tensor) -> a float64 tensor."""
     return torch.as_tensor(x, dtype=F64) if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=F64)
