@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from veridec.adapters import adapt
+from veridec.harness.cli import main
 from veridec.testing import check_decoder, load_candidate, load_check_model
 from veridec.testing.flips import SCORE_BOUNDS, CaseFlips, Flip, logit_gap_bound, row_flips
 from veridec.testing.own_model import CandidateModelMismatch, preflight
@@ -175,3 +176,20 @@ def test_bad_flip_budget_arguments_are_refused():
         check_decoder(generate, "fastdllm", model="tiny-llada", tier="A", max_examples=1, flip_rejoin=2)
     assert math.isfinite(SCORE_BOUNDS["entropy"](0.1, 100))
 
+
+def test_the_command_line_budget(capsys):
+    """--flip-budget and --flip-rejoin K: the bf16 port passes (exit 0), the raised threshold fails with its flip
+    named (exit 1); the flags outside tier A on an own model are usage errors (exit 2)."""
+    common = ["--against", "fastdllm", "--model", "tiny-llada", "--quiet", "--no-knobs"]
+    own = ["--tier", "A", "--candidate-model", f"{PORT}:load_bfloat16", "--flip-budget"]
+    assert main(["check", f"{PORT}:generate", *common, "--trials", "8", *own]) == 0
+    assert "decision flips (EC13), bfloat16 vs float32: " in capsys.readouterr().out
+    assert main(["check", f"{PORT}:threshold_raised", *common, "--trials", "20", *own, "--flip-rejoin", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "outside the budget" in out and "(required within 3 step(s))" in out
+    for flags, says in [(["--tier", "A", "--flip-rejoin", "2"], "--flip-rejoin applies with --flip-budget only"),
+                        (["--tier", "A", "--flip-budget"], "--flip-budget judges a port on its own model"),
+                        (["--flip-budget", "--candidate-model", f"{PORT}:load_bfloat16"],
+                         "--flip-budget applies to --tier A only")]:
+        assert main(["check", f"{PORT}:generate", *common, "--trials", "1", *flags]) == 2
+        assert says in capsys.readouterr().err
