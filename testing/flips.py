@@ -42,8 +42,9 @@ class FlipScore:
 class Flip:
     """One decision that differs from a joined state: where, what kind (token, position, end), the reference's
     margin and the quantity it is, the bound it is held to, whether it is within the budget, how its wake ended
-    ("rejoined": equal canvases again; "forked": a position both committed holds other tokens; "open": neither
-    before a side ended) and after how many steps (``rejoin``; None when open)."""
+    ("rejoined": equal canvases again; "forked": a position both committed holds other tokens; "ended apart":
+    both ended, apart only at prompt masks one side filled; "open": none of these) and after how many steps
+    (``rejoin``; None when open)."""
 
     row: int
     step: int  # the reference's step index
@@ -73,12 +74,12 @@ class CaseFlips:
     judged: bool
     why_unjudged: str | None = None
     flips: list[Flip] = field(default_factory=list)
-    forks: int = 0  # rows whose text forked after a flip within the budget (their later steps not compared)
+    forks: int = 0  # rows whose text forked or ended apart after a flip (their later steps not compared)
     case: dict | None = None
     rejoin_within: int | None = None  # the k its position flips must rejoin within (None: before the end)
 
     def failures(self) -> list[Flip]:
-        """Flips outside the budget, and flips whose wake did not close (rejoined or forked) within
+        """Flips outside the budget, and flips whose wake did not close (rejoined, forked, ended apart) within
         ``rejoin_within`` steps (before a side ended, where None)."""
         k = self.rejoin_within
         late = lambda f: f.rejoin is None or (k is not None and f.rejoin > k)
@@ -93,22 +94,40 @@ def committing(trace, row: int) -> list[tuple[int, dict]]:
 def wake_end(ours: list, theirs: list, i: int, j: int, before: dict) -> tuple[int, int, str] | None:
     """The first (i', j') from the flip step (i, j) where the canvases after each side's step are equal
     ("rejoined") or hold other tokens at a position both committed ("forked": an absorbing canvas keeps them), the
-    side with fewer committed positions advanced (both when equal); None when a side ends first."""
+    side with fewer committed positions advanced (both when equal; the other where one has ended); None when both
+    end first."""
     a, b = {**before, **ours[i][1]}, {**before, **theirs[j][1]}
     while a != b:
         if any(a[p] != b[p] for p in a.keys() & b.keys()):
             return i, j, "forked"
-        grow_a, grow_b = len(a) <= len(b), len(b) <= len(a)
-        i, j = i + grow_a, j + grow_b
-        if i >= len(ours) or j >= len(theirs):
+        grow_a = len(a) <= len(b) and i + 1 < len(ours) or j + 1 >= len(theirs)
+        grow_b = len(b) <= len(a) and j + 1 < len(theirs) or i + 1 >= len(ours)
+        if (grow_a and i + 1 >= len(ours)) or (grow_b and j + 1 >= len(theirs)):
             return None
+        i, j = i + grow_a, j + grow_b
         a.update(ours[i][1] if grow_a else {})
         b.update(theirs[j][1] if grow_b else {})
     return i, j, "rejoined"
 
 
-def row_flips(ours_trace, theirs_trace, row: int, judge) -> tuple[list[Flip], bool]:
-    """Row ``row``'s flips (``judge(step, joined, a, b)`` -> the flips of one flip step) and whether it forked."""
+def ended_apart(ours: list, theirs: list, i: int, j: int, before: dict, prompt_length: int):
+    """Where both sides ended after the flip step (i, j) on canvases that differ only at prompt masks one side
+    filled and the other left (infilling: the rule fills them by rank, never by obligation): (the last steps,
+    "ended apart"); else None."""
+    a, b = dict(before), dict(before)
+    for _, commits in ours[i:]:
+        a.update(commits)
+    for _, commits in theirs[j:]:
+        b.update(commits)
+    apart = a.keys() ^ b.keys()
+    if all(a[p] == b[p] for p in a.keys() & b.keys()) and all(p < prompt_length for p in apart):
+        return len(ours) - 1, len(theirs) - 1, "ended apart"
+    return None
+
+
+def row_flips(ours_trace, theirs_trace, row: int, judge, prompt_length: int = 0) -> tuple[list[Flip], bool]:
+    """Row ``row``'s flips (``judge(step, joined, a, b)`` -> the flips of one flip step) and whether its texts
+    differ for good after a flip (forked, or ended apart at prompt masks; ``prompt_length`` the canvas's)."""
     ours, theirs = committing(ours_trace, row), committing(theirs_trace, row)
     flips, joined, i, j = [], {}, 0, 0
     while i < len(ours) and j < len(theirs):
@@ -118,10 +137,10 @@ def row_flips(ours_trace, theirs_trace, row: int, judge) -> tuple[list[Flip], bo
             continue
         found = judge(ours[i][0], joined, ours[i][1], theirs[j][1])
         flips += found
-        meet = wake_end(ours, theirs, i, j, joined)
+        meet = wake_end(ours, theirs, i, j, joined) or ended_apart(ours, theirs, i, j, joined, prompt_length)
         for flip in found:
             flip.rejoin, flip.wake = (None, "open") if meet is None else (max(meet[0] - i, meet[1] - j), meet[2])
-        if meet is None or meet[2] == "forked":  # the texts differ for good: later steps are not compared
+        if meet is None or meet[2] != "rejoined":  # the texts differ for good: later steps are not compared
             return flips, meet is not None
         for k in range(i, meet[0] + 1):
             joined.update(ours[k][1])
@@ -207,23 +226,25 @@ def case_flips(context: FlipContext | None, theirs_trace, dtype: str, why_unjudg
     found = CaseFlips(dtype, context.error, True)
     for row in range(context.trace.batch_size):
         flips, forked = row_flips(context.trace, theirs_trace, row,
-                                  lambda step, joined, a, b, row=row: step_flips(context, row, step, joined, a, b))
+                                  lambda step, joined, a, b, row=row: step_flips(context, row, step, joined, a, b),
+                                  context.prompt.shape[1])
         found.flips += flips
         found.forks += forked
     return found
 
 
 def flip_metrics(cases: list[CaseFlips]) -> dict:
-    """Per dtype: cases judged and unjudged, flips (token, position, end), within the budget, forks, the largest
-    eps and rejoin distance (k measured), and the first three failing flips with their case."""
+    """Per dtype: cases judged and unjudged (with why, counted), flips (token, position, end), within the budget,
+    forks, the largest eps and rejoin distance (k measured), and the first three failing flips with their case."""
     by_dtype = {}
     for case in cases:
         entry = by_dtype.setdefault(case.dtype, {"cases_judged": 0, "cases_unjudged": 0, "flips": 0,
                                                  "token_flips": 0, "position_flips": 0, "end_flips": 0,
                                                  "within_budget": 0, "forks": 0, "max_error": None,
-                                                 "k_measured": None, "failures": []})
+                                                 "k_measured": None, "unjudged_why": {}, "failures": []})
         entry["cases_judged" if case.judged else "cases_unjudged"] += 1
         if not case.judged:
+            entry["unjudged_why"][case.why_unjudged] = entry["unjudged_why"].get(case.why_unjudged, 0) + 1
             continue
         entry["max_error"] = max(entry["max_error"] or 0.0, case.error)
         entry["flips"] += len(case.flips)

@@ -80,6 +80,7 @@ def _flip_lines(flips: dict | None) -> list[str]:
                      f"({entry['cases_unjudged']} unjudged), {entry['within_budget']} within the budget, "
                      f"{entry['forks']} forks, largest eps {entry['max_error']}, wakes closed after at most "
                      f"{entry['k_measured']} step(s) (required {k}); {entry['failing']} failing")
+        lines += [f"  - not judged ({count} cases): {why}" for why, count in entry.get("unjudged_why", {}).items()]
         lines += [f"  - {_flip_sentence(f)}" for f in entry["failures"]]
     return lines
 

@@ -128,15 +128,18 @@ def _trace(steps: list[dict]) -> Trace:
     return trace
 
 
+def _judge(step, joined, a, b):
+    return [Flip(0, step, min(set(a) ^ set(b) or set(a)), "position", "hand", 0.0, 1.0, 0.5, True)]
+
+
 def _walk(ours: list[dict], theirs: list[dict]):
-    judge = lambda step, joined, a, b: [Flip(0, step, min(set(a) ^ set(b) or set(a)), "position", "hand", 0.0, 1.0,
-                                             0.5, True)]
-    return row_flips(_trace(ours), _trace(theirs), 0, judge)
+    return row_flips(_trace(ours), _trace(theirs), 0, _judge)
 
 
 def test_the_wake_rejoins_forks_or_stays_open():
     """Rejoined: the port commits position 2 a step late and the canvases meet after 1 step; forked: it commits
-    another token there; open: it ends first (a failure, as a wake longer than the rejoin limit is)."""
+    another token there; open: it ends first with a generated position unfilled (a failure, as a wake longer than
+    the rejoin limit is)."""
     flips, forked = _walk([{1: 5, 2: 6}, {3: 7}], [{1: 5}, {2: 6, 3: 7}])
     assert [(f.wake, f.rejoin) for f in flips] == [("rejoined", 1)] and not forked
     flips, forked = _walk([{1: 5, 2: 6}, {3: 7}], [{1: 5}, {2: 9, 3: 7}])
@@ -149,6 +152,27 @@ def test_the_wake_rejoins_forks_or_stays_open():
     assert CaseFlips("x", 0.5, True, flips=flips, rejoin_within=0).failures() == flips
     flips, forked = _walk([{1: 5}, {2: 6}], [{1: 4}, {2: 6}])  # a token flip: the texts differ for good
     assert [(f.wake, f.rejoin) for f in flips] == [("forked", 0)] and forked
+    # the port fills block position 2 where the reference fills prompt mask 1, so its block is done and it ends;
+    # the reference goes on alone and commits 2 with another token: a fork one step on, not an open wake
+    flips, forked = _walk([{3: 4}, {1: 7}, {2: 9}], [{3: 4}, {2: 4}])
+    assert [(f.wake, f.rejoin) for f in flips] == [("forked", 1)] and forked
+    # the same with the reference's token at 2 the port's: they end apart only at prompt mask 1 (infilling: filled
+    # by rank, never by obligation), a closed wake; apart at a generated position, the wake stays open
+    flips, forked = row_flips(_trace([{3: 4}, {1: 7}, {2: 4}]), _trace([{3: 4}, {2: 4}]), 0, _judge, prompt_length=2)
+    assert [(f.wake, f.rejoin) for f in flips] == [("ended apart", 1)] and forked
+    flips, forked = row_flips(_trace([{3: 4}, {1: 7}, {2: 4}]), _trace([{3: 4}, {2: 4}]), 0, _judge, prompt_length=1)
+    assert [(f.wake, f.rejoin) for f in flips] == [("open", None)] and not forked
+
+
+def test_unjudged_cases_are_counted_with_why():
+    """A case the budget cannot judge (a draw decides) counts apart, its reason named, and fails nothing."""
+    from veridec.testing.flips import flip_metrics
+
+    cases = [CaseFlips("bfloat16 vs float32", None, False, "sampled (temperature > 0): its decisions are draws")] * 2
+    entry = flip_metrics(cases + [CaseFlips("bfloat16 vs float32", 0.1, True)])["by_dtype"]["bfloat16 vs float32"]
+    assert entry["cases_unjudged"] == 2 and entry["cases_judged"] == 1 and entry["failing"] == 0
+    assert entry["unjudged_why"] == {"sampled (temperature > 0): its decisions are draws": 2}
+    assert entry["max_error"] == 0.1 and entry["k_measured"] is None
 
 
 def test_a_lower_precision_model_is_held_to_its_own_rounding():
