@@ -217,3 +217,5 @@ def test_the_command_line_budget(capsys):
                          "--flip-budget applies to --tier A only")]:
         assert main(["check", f"{PORT}:generate", *common, "--trials", "1", *flags]) == 2
         assert says in capsys.readouterr().err
+    assert main(["check", "--engine", "sglang:LowConfidence", "--flip-budget", "--flip-rejoin", "1"]) == 2
+    assert "--flip-rejoin, --flip-budget do not apply with --engine" in capsys.readouterr().err
