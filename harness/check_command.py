@@ -100,7 +100,7 @@ def _comparison_arguments(chk) -> None:
 
 
 def _model_arguments(chk) -> None:
-    """The candidate's own model (spec EC9) and tier A's token agreement (spec EC10)."""
+    """The candidate's own model (spec EC9), tier A's token agreement (spec EC10) and flip budget (EC13)."""
     chk.add_argument("--candidate-model", default=None, metavar="FILE.py:FACTORY",
                      help="run the candidate on your own model object, returned by FACTORY (called with --model "
                           "when it takes an argument); veridec's decoder runs on --model (spec EC9)")
@@ -113,6 +113,12 @@ def _model_arguments(chk) -> None:
                           "divergent position (spec EC10)")
     chk.add_argument("--agreement-max-gap", type=number(1e-12), default=None, metavar="NATS",
                      help="tier A, with --agreement-top-k: the largest log-probability gap allowed there")
+    chk.add_argument("--flip-budget", action="store_true",
+                     help="tier A with --candidate-model or --hf-model: a decision may differ only where the "
+                          "reference's margin is within the port's measured numeric error (spec EC13)")
+    chk.add_argument("--flip-rejoin", type=integer(0, 1_000_000), default=None, metavar="K",
+                     help="with --flip-budget: the steps a flip's wake may last before the trajectories rejoin "
+                          "(default: before the decode ends)")
 
 
 def _output_arguments(chk) -> None:
@@ -208,7 +214,7 @@ def _checked(args, model: str, baseline: dict | None, case: dict | None):
                          official_defects=args.official_defects, knobs=not args.no_knobs,
                          case_timeout=args.case_timeout, candidate_model=_candidate_model(args),
                          trust_remote_code=args.trust_remote_code, agreement=_agreement(args),
-                         prompt_form=args.prompt_form)
+                         prompt_form=args.prompt_form, flip_budget=args.flip_budget, flip_rejoin=args.flip_rejoin)
 
 
 def _candidate_model(args) -> str | None:
@@ -258,6 +264,17 @@ def _check_tier_flags(args, tier) -> None:
         raise UsageError("--no-knobs applies to --tier E and A (tier S runs no knob search); drop it")
     if args.agreement_top_k is not None and not tier.uses_baseline:
         raise UsageError(f"--agreement-top-k applies to --tier A only, not --tier {tier.letter}")
+    _check_flip_flags(args, tier)
+
+
+def _check_flip_flags(args, tier) -> None:
+    """--flip-budget: tier A on the candidate's own model; --flip-rejoin: with --flip-budget (spec EC13)."""
+    if args.flip_rejoin is not None and not args.flip_budget:
+        raise UsageError("--flip-rejoin applies with --flip-budget only")
+    if args.flip_budget and not tier.uses_baseline:
+        raise UsageError(f"--flip-budget applies to --tier A only, not --tier {tier.letter}")
+    if args.flip_budget and args.candidate_model is None and not args.hf_model:
+        raise UsageError("--flip-budget judges a port on its own model: give --candidate-model or --hf-model")
 
 
 def _read_baseline(path: Path | None) -> dict | None:

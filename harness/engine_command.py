@@ -51,10 +51,12 @@ def _refuse_decoder_flags(args) -> None:
                                       ("--candidate-model", args.candidate_model), ("--samples", args.samples),
                                       ("--alpha", args.alpha), ("--delta", args.delta),
                                       ("--case-timeout", args.case_timeout), ("--convention", args.convention),
-                                      ("--agreement-top-k", args.agreement_top_k))
+                                      ("--agreement-top-k", args.agreement_top_k),
+                                      ("--flip-rejoin", args.flip_rejoin))
              if value is not None]
     given += [flag for flag, on in (("--hf-model", args.hf_model), ("--no-padding", args.no_padding),
                                     ("--no-knobs", args.no_knobs), ("--trust-remote-code", args.trust_remote_code),
+                                    ("--flip-budget", args.flip_budget),
                                     ("--tier " + args.tier, args.tier != "E"), ("--cache " + args.cache,
                                                                                args.cache != "none"),
                                     ("--ties " + args.ties, args.ties != "lowest"),

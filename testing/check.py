@@ -106,7 +106,7 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
                   official_defects: str = "match", knobs: bool = True,
                   case_timeout: float | None = None, candidate_model=None, trust_remote_code: bool = False,
                   agreement: Agreement | dict | None = None, upstream_defects: str | None = None,
-                  prompt_form: str = "auto") -> CheckResult:
+                  prompt_form: str = "auto", flip_budget: bool = False, flip_rejoin: int | None = None) -> CheckResult:
     """Hold ``candidate`` against ``against`` (a veridec decoder: llada, fastdllm, dream, with ``cache``; or a
     callable in ``convention``) on ``max_examples`` drawn cases (default: the tier's, 200 at E and A, 5 at S).
 
@@ -133,6 +133,10 @@ def check_decoder(candidate: Callable, against: str | Callable = "fastdllm", *, 
     ``prompt_form``: how the candidate takes the prompt: "tensor", "dict" (``{"input_ids": prompt}``, as
     JetAstra/SDAR's published ``block_diffusion_generate``), "auto" (a dict where its prompt parameter is
     annotated as one, else a tensor).
+    ``flip_budget`` (tier A with ``candidate_model``, spec EC13): a port on its own lower-precision model may take
+    another decision only where the reference's margin is within its measured numeric error, and its trajectory
+    must rejoin the reference's (within ``flip_rejoin`` steps; None: before the decode ends); the flips per dtype
+    are in ``metrics["flips"]``.
     ``upstream_defects``: the former name of ``official_defects`` (deprecated).
     Returns a CheckResult; raises CandidateError / ValueError for bad arguments."""
     if upstream_defects is not None:
@@ -170,6 +174,8 @@ class _Options:
     trust_remote_code: bool
     agreement: object
     prompt_form: str
+    flip_budget: bool
+    flip_rejoin: int | None
 
 
 def _check(candidate: Callable, against, o: _Options) -> CheckResult:
@@ -192,6 +198,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
     adapt(model, convention)  # a model the convention cannot serve is a bad argument, said now
     fit = fit_candidate(candidate, goal, o.prompt_form)
     rule = _agreement_rule(o.agreement, mode)
+    _check_flip_budget(o.flip_budget, o.flip_rejoin, mode, o.candidate_model)
     own, own_label = own_model(o.candidate_model, model_source, o.trust_remote_code)
     difference = None if own is None else preflight(own, model, convention)
     numeric_error = o.numeric_error if difference is None else max(o.numeric_error, difference)
@@ -205,7 +212,8 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
                          agreement=None if rule is None else rule.describe())
     level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,
-                       level, o.samples, o.delta, o.progress, o.official_defects, o.case_timeout, own, rule)
+                       level, o.samples, o.delta, o.progress, o.official_defects, o.case_timeout, own, rule,
+                       o.flip_budget, o.flip_rejoin)
     runner = mode.oracle_runner if exact_law else goal.family.runners.get(mode.letter, mode.runner)
     _run(lambda one: runner(setup, one), strategy, result, mode, max_examples, o.progress, case)
     _judge(result, mode, baseline, setup, strategy, names, o.knobs and case is None, o.seed)
@@ -223,6 +231,9 @@ def _judge(result: CheckResult, mode: Tier, baseline: dict | None, setup: CheckS
     if mode.uses_baseline:
         _judge_against_baseline(result, baseline)
     if setup.agreement is not None and result.metrics.get("agreement_failures"):
+        result.passed = False
+    flips = result.metrics.get("flips", {}).get("by_dtype", {})
+    if any(entry["failing"] for entry in flips.values()):
         result.passed = False
     if knobs and not mode.sampled:
         # a changed case that diverges is a finding of its own only where the drawn cases found none
@@ -282,6 +293,20 @@ def _agreement_rule(agreement, mode: Tier) -> Agreement | None:
     if not isinstance(agreement, Agreement):
         raise ValueError(f"agreement must be None, an Agreement or a dict, got {type(agreement).__name__}")
     return agreement
+
+
+def _check_flip_budget(flip_budget, flip_rejoin, mode: Tier, candidate_model) -> None:
+    """The decision-flip budget (spec EC13): tier A, a candidate on its own model, a rejoin limit >= 0 or None."""
+    if not isinstance(flip_budget, bool):
+        raise ValueError(f"flip_budget must be True or False, got {flip_budget!r}")
+    if flip_rejoin is not None and (not isinstance(flip_rejoin, int) or isinstance(flip_rejoin, bool)
+                                    or flip_rejoin < 0):
+        raise ValueError(f"flip_rejoin must be None or an integer >= 0 (steps), got {flip_rejoin!r}")
+    if flip_rejoin is not None and not flip_budget:
+        raise ValueError("flip_rejoin applies with flip_budget=True only")
+    if flip_budget and (not mode.uses_baseline or candidate_model is None):
+        raise ValueError(f"flip_budget applies to tier A with a candidate_model (a port on its own model), not tier "
+                         f"{mode.letter}{'' if candidate_model is not None else ' without candidate_model'}")
 
 
 def _check_timeout(case_timeout) -> None:

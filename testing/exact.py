@@ -19,6 +19,7 @@ from veridec.canvas import initial_canvas
 from veridec.compare import Divergence, compare_traces, token_match_rate
 
 from .agreement import agreement_at_divergence
+from .flips import CaseFlips, flip_metrics, judged_flips
 from .running import CALL_SLACK, CheckSetup, Side, case_tensors, full_canvas, resolve_case, run_candidate, run_target
 from .official import OfficialDefect
 
@@ -38,6 +39,7 @@ class CaseOutcome:
     defect: OfficialDefect | None = None  # where the official code fails or deviates on this case
     agreement: dict | None = None  # tier A with vLLM's rule (spec EC10): its verdict at the first divergence
     explanation: list[str] = field(default_factory=list)  # why the sides differ (testing.explain), the shrunk case
+    flips: CaseFlips | None = None  # tier A's decision-flip budget (spec EC13), where asked for
 
     @property
     def failed(self) -> bool:
@@ -70,6 +72,8 @@ def run_case(setup: CheckSetup, case: dict) -> CaseOutcome:
         _judge_at_defect(outcome, model, prompt, mask, setup)
     if setup.agreement is not None and theirs.error is None and outcome.verdict != "official":
         outcome.agreement = agreement_at_divergence(setup.agreement, model, prompt, mask, ours, theirs)
+    if setup.flip_budget:
+        outcome.flips = judged_flips(setup, case, ours, theirs, prompt, mask)
     return outcome
 
 
@@ -302,7 +306,8 @@ def case_metrics(outcomes: list[CaseOutcome]) -> dict:
     the mean commit-order match (share of rows), the largest logit error of the candidate's cached calls against
     full forwards (None: it made none, or it was not measured), on the candidate's own model the median and 99th
     percentile of its calls' drift and the largest drift at each call index (spec EC9; None elsewhere), with
-    vLLM's rule its agreement (EC10), and each side's mean counters (N8)."""
+    vLLM's rule its agreement (EC10), with the flip budget its flips per dtype (EC13), and each side's mean
+    counters (N8)."""
     mean = lambda values: sum(values) / len(values) if values else None
     orders = [o.commit_order_match for o in outcomes if o.commit_order_match is not None]
     errors = [o.candidate.logit_error for o in outcomes if o.candidate.logit_error is not None]
@@ -313,6 +318,9 @@ def case_metrics(outcomes: list[CaseOutcome]) -> dict:
                **_drift_quantiles([d for o in outcomes for d in (o.candidate.drift or [])]),
                **_drift_by_call([o.candidate.drift for o in outcomes if o.candidate.drift]),
                **_agreement_metrics(outcomes)}
+    flips = [o.flips for o in outcomes if o.flips is not None]
+    if flips:
+        metrics["flips"] = flip_metrics(flips)
     for side in ("target", "candidate"):
         counters = [getattr(o, side).counters for o in outcomes if getattr(o, side).counters is not None]
         metrics.update({f"{side}_{name}": mean([getattr(c, name) for c in counters]) for name in COST_FIELDS})

@@ -3,7 +3,8 @@
 decoder), the target on veridec's model
 of the same weights. Before any case, a preflight holds the two models against each other: the largest logit
 difference on two fixed canvases must be within the measured rounding of veridec's model (``numerics.tolerance``
-of its logits against a copy one precision up); that difference is then the numeric error that excuses ties."""
+of its logits against a copy one precision up, or, for a model of a coarser dtype, against a rerun of veridec's
+model cast to that dtype: spec EC13); that difference is then the numeric error that excuses ties."""
 
 from __future__ import annotations
 
@@ -169,7 +170,7 @@ def preflight(candidate_model, model, convention: str) -> float:
     higher = copy.deepcopy(model).to(HIGHER.get(model.dtype, torch.float64))
     exact = adapt(higher, convention)(input_ids=x).logits  # [2, L, V]
     finite = torch.isfinite(ours) & torch.isfinite(exact)  # banned tokens (-inf) carry no rounding
-    bound = tolerance(ours[finite], exact[finite])
+    bound = max(tolerance(ours[finite], exact[finite]), lower_rounding(model, convention, x, ours, candidate_model))
     del higher
     difference = _max_difference(ours, theirs.to(ours.device))
     if not difference <= bound:
@@ -178,6 +179,24 @@ def preflight(candidate_model, model, convention: str) -> float:
             f"{difference:.3g} on the preflight canvases, beyond the measured rounding {bound:.3g} (other weights, "
             "another layout or dtype, or a cache already active at the top-level call)")
     return difference
+
+
+def floating_dtype(module) -> torch.dtype | None:
+    """The dtype of a module's first floating parameter (None: it has none)."""
+    return next((p.dtype for p in module.parameters() if p.is_floating_point()), None)
+
+
+def lower_rounding(model, convention: str, x: torch.Tensor, ours: torch.Tensor, candidate_model) -> float:
+    """Where ``candidate_model`` holds a floating dtype coarser than veridec's ``model`` (a bfloat16 or float32
+    port, spec EC13): the measured rounding of that dtype, ``numerics.tolerance`` of a rerun of ``model`` cast to
+    it against ``ours`` (its logits [2, L, V] on ``x``); 0 otherwise."""
+    dtype = floating_dtype(candidate_model)
+    if dtype is None or torch.finfo(dtype).eps <= torch.finfo(model.dtype).eps:
+        return 0.0
+    lower = copy.deepcopy(model).to(dtype)
+    rerun = adapt(lower, convention)(input_ids=x).logits.to(ours.dtype)  # [2, L, V]
+    finite = torch.isfinite(ours) & torch.isfinite(rerun)
+    return tolerance(rerun[finite], ours[finite])
 
 
 def _max_difference(ours: torch.Tensor, theirs: torch.Tensor) -> float:

@@ -46,6 +46,7 @@ def markdown(result) -> str:
         lines.append(f"- token agreement: {result.agreement}")
     if TIERS[result.tier].reports_metrics:
         lines.append(f"- metrics: {json.dumps(result.metrics)}")
+    lines += _flip_lines(result.metrics.get("flips"))
     if result.knobs:
         lines.append("- knobs: " + ", ".join(f"{name} {verdict}" for name, verdict in result.knobs.items()))
     lines += _knob_lines(result)
@@ -66,6 +67,30 @@ def markdown(result) -> str:
               "", "## Case", "```json", json.dumps(failure.case), "```",
               "", "## Reproduce", "```python", result.reproducer.rstrip(), "```", "```sh", result.command, "```"]
     return "\n".join(lines) + "\n"
+
+
+def _flip_lines(flips: dict | None) -> list[str]:
+    """Tier A's decision-flip budget (spec EC13): per dtype, the flips and the first failing ones in words."""
+    if not flips:
+        return []
+    k = "before the decode ends" if flips["rejoin_within"] is None else f"within {flips['rejoin_within']} step(s)"
+    lines = []
+    for dtype, entry in flips["by_dtype"].items():
+        lines.append(f"- decision flips (EC13), {dtype}: {entry['flips']} in {entry['cases_judged']} judged cases "
+                     f"({entry['cases_unjudged']} unjudged), {entry['within_budget']} within the budget, "
+                     f"{entry['forks']} forks, largest eps {entry['max_error']}, wakes closed after at most "
+                     f"{entry['k_measured']} step(s) (required {k}); {entry['failing']} failing")
+        lines += [f"  - not judged ({count} cases): {why}" for why, count in entry.get("unjudged_why", {}).items()]
+        lines += [f"  - {_flip_sentence(f)}" for f in entry["failures"]]
+    return lines
+
+
+def _flip_sentence(flip: dict) -> str:
+    wake = "its wake never closed" if flip["rejoin"] is None else f"{flip['wake']} after {flip['rejoin']} step(s)"
+    return (f"{flip['kind']} flip at step {flip['step']} (row {flip['row']}, position {flip['position']}): the "
+            f"reference's {flip['quantity']} {flip['margin']:.6g} against the bound {flip['bound']:.6g} (eps "
+            f"{flip['error']:.6g}), {'within' if flip['within'] else 'outside'} the budget; {wake}; case "
+            f"{json.dumps(flip['case'])}")
 
 
 def _knob_lines(result) -> list[str]:

@@ -48,6 +48,8 @@ class CheckSetup:
     case_timeout: float | None = None  # seconds per candidate call; None: derived from the target's (spec EC8)
     candidate_model: object = None  # the user's own model the candidate runs on (spec EC9); None: ``model``
     agreement: object = None  # tier A: vLLM's token-agreement rule (``agreement.Agreement``, spec EC10) or None
+    flip_budget: bool = False  # tier A on the candidate's own model: judge its decision flips (spec EC13)
+    flip_rejoin: int | None = None  # the steps a position flip must rejoin within (None: before the decode ends)
 
 
 @dataclass

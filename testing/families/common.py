@@ -13,6 +13,8 @@ from veridec.canvas import initial_canvas
 from veridec.events import event_trace
 from veridec.trace import Decoded
 
+from ..flips import FlipScore
+
 TEMPERATURES = (0.0, 0.7, 1.0)  # drawn temperatures, the simplest first (sampled draws skip the first)
 KNOB_TEMPERATURES = (0.0, 0.7)  # the temperatures a knob search tries
 MAX_PROMPT = 6
@@ -36,6 +38,21 @@ def resolve_first_forward(case: dict, model, prompt: torch.Tensor, mask: torch.T
     confidence = torch.softmax(logits[candidates].double(), dim=-1).max(dim=-1).values.sort(descending=True).values
     rank = min(threshold["at_confidence"], confidence.numel() - 1)
     return {**case, "settings": {**settings, "threshold": confidence[rank].item()}}
+
+
+def greedy_probability(settings: dict) -> FlipScore | str:
+    """What a greedy block decoder ranks and compares (spec EC13): p(x̂), against ``threshold`` where one is set;
+    why not, where its decisions are no function of the logits alone or the trace lacks their margin."""
+    if (settings.get("temperature") or 0) > 0:
+        return "sampled (temperature > 0): its decisions are draws"
+    if settings.get("remasking") == "random":
+        return "random remasking ranks positions by draws"
+    if settings.get("factor") is not None:
+        return "Fast-dLLM's factor rule: its margin is not in the trace"
+    if settings.get("cfg_scale"):
+        return "classifier-free guidance: its logits combine two forwards"
+    threshold = settings.get("threshold")
+    return FlipScore("probability", threshold if isinstance(threshold, (int, float)) else None)
 
 
 @dataclass(frozen=True)
@@ -69,7 +86,9 @@ class Family:
     ``prompts(model, max_batch, padding, infill)``: its prompt strategy where the common one does not fit (no mask
     token: uniform-state canvases); ``runners``: its own case runner per tier letter where the recording proxy does
     not apply (``(setup, case) -> outcome``), and ``candidate_side(setup, prompt, mask, case, limit, seconds)``
-    its candidate's run (the knob search's); ``tiers``: the tiers it offers."""
+    its candidate's run (the knob search's); ``tiers``: the tiers it offers. ``flip_score(settings)``: what a case's
+    rule ranks and compares, for tier A's decision-flip budget (a ``FlipScore``, or why its flips are not judged;
+    spec EC13)."""
 
     name: str
     settings: Callable
@@ -82,6 +101,7 @@ class Family:
     runners: dict = field(default_factory=dict)
     candidate_side: Callable | None = None
     tiers: tuple = ("E", "A", "S")
+    flip_score: Callable = greedy_probability
 
 
 def ordinary_tokens(model) -> list[int]:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from ..hooks import LOGITS_HOOK, TOKENS_HOOK
 from ..official import Official, OfficialDefect, canvases_before, defect
+from ..flips import FlipScore
 from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, TEMPERATURES, Family, choices, ordinary_tokens
 
 DREAM_SETTINGS = ("max_new_tokens", "steps", "eps", "alg", "alg_temp", "temperature", "top_p", "top_k",
@@ -45,9 +46,25 @@ def any_steps(settings: dict) -> list[dict]:
     return [{**settings, "steps": k} for k in range(1, settings["max_new_tokens"] + 3) if k != settings["steps"]]
 
 
+DREAM_SCORES = {"maskgit_plus": "probability", "topk_margin": "probability margin", "entropy": "entropy"}
+
+
+def dream_flip_score(settings: dict) -> FlipScore | str:
+    """What Dream ranks (SQ2.5; spec EC13): its ``alg``'s confidence, a count per step and no threshold; why not
+    where the decisions are draws or the law is filtered."""
+    if (settings.get("temperature") or 0) > 0 or settings.get("alg_temp") or settings.get("alg") == "origin":
+        return "sampled (temperature, alg_temp or alg origin): its decisions are draws"
+    if settings.get("top_p") not in (None, 1.0) or settings.get("top_k") is not None:
+        return "top-p / top-k filter the law its confidence is taken from"
+    if any(hook in settings for hook in (TOKENS_HOOK, LOGITS_HOOK)):
+        return "hooks change the canvas or the logits"
+    return FlipScore(DREAM_SCORES[settings.get("alg", "maskgit_plus")])
+
+
 FAMILY = Family("dream", _drawn, knobs={
     "top_k": choices("top_k", KNOB_TOP_K), "top_p": choices("top_p", KNOB_TOP_P), "steps": any_steps,
-    "temperature": choices("temperature", KNOB_TEMPERATURES), "alg": choices("alg", DREAM_ALGS)})
+    "temperature": choices("temperature", KNOB_TEMPERATURES), "alg": choices("alg", DREAM_ALGS)},
+    flip_score=dream_flip_score)
 
 
 ROW_CLAMP = ("SQ2.8", "a row has fewer masks than the step's count: the official loop writes the mask token over "

@@ -13,6 +13,7 @@ from veridec.optimized.block_diffusion import BlockLoop
 from veridec.rules.common import entropy
 from veridec.trace import Decoded, StepRecord
 
+from ..flips import FlipScore
 from ..official import Official, OfficialDefect, defect
 from .common import KNOB_TEMPERATURES, KNOB_TOP_K, KNOB_TOP_P, Family, Reading, choices, divisor_block_lengths, kept
 
@@ -146,6 +147,20 @@ PUBLISHED_ENTROPY = Reading("the published entropy score of entropy_bounded, rep
                             settings={"loop": PublishedEntropyLoop()},
                             applies=lambda settings: settings.get("remasking_strategy") == "entropy_bounded")
 
+def sdar_flip_score(settings: dict) -> FlipScore | str:
+    """What SDAR's greedy strategies rank and compare (BD6; spec EC13): p(x̂), against ``confidence_threshold``
+    for ``low_confidence_dynamic``; ``entropy_bounded``'s cumulative bound is not judged."""
+    if (settings.get("temperature") or 0) > 0:
+        return "sampled (temperature > 0): its decisions are draws"
+    if settings.get("top_p") not in (None, 1.0) or settings.get("top_k") is not None:
+        return "top-p / top-k filter the law its confidence is taken from"
+    strategy = settings.get("remasking_strategy", "low_confidence_dynamic")
+    if strategy == "entropy_bounded":
+        return "entropy_bounded: its cumulative entropy bound is not in the trace"
+    return FlipScore("probability", settings.get("confidence_threshold") if strategy == "low_confidence_dynamic"
+                     else None)
+
+
 SDAR = Family("sdar", lambda names, model, defaults, sampled: sdar_settings(names, model.special.eos_id, sampled),
               knobs={"denoising_steps": choices("denoising_steps", (1, 2, 4, 8)), "top_k": choices("top_k", KNOB_TOP_K),
                      "top_p": choices("top_p", KNOB_TOP_P),
@@ -153,7 +168,7 @@ SDAR = Family("sdar", lambda names, model, defaults, sampled: sdar_settings(name
                      "confidence_threshold": choices("confidence_threshold", CONFIDENCE_THRESHOLDS),
                      "eb_threshold": eb_thresholds, "temperature": choices("temperature", KNOB_TEMPERATURES),
                      "block_length": divisor_block_lengths},
-              readings=(PUBLISHED_ENTROPY,), details=entropy_details)
+              readings=(PUBLISHED_ENTROPY,), details=entropy_details, flip_score=sdar_flip_score)
 LLADA2 = Family("llada2", lambda names, model, defaults, sampled: llada2_settings(names, model.special.eos_id,
                                                                                    sampled),
                 knobs={"threshold": choices("threshold", (0.95, 0.5, 0.2)), "top_k": choices("top_k", (None, 3)),
