@@ -70,8 +70,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ownmodel-preflight-bound-from-user-model",
         "testing/own_model.py",
-        "    bound = tolerance(ours[finite], exact[finite])\n",
-        "    bound = tolerance(theirs[finite], exact[finite])\n",
+        "    bound = max(tolerance(ours[finite], exact[finite]), lower_rounding(",
+        "    bound = max(tolerance(theirs[finite], exact[finite]), lower_rounding(",
         "the measured rounding is taken from the user's model against the higher-precision copy, so it grows with "
         "the mismatch itself: scaled logits or other weights set their own bound and pass the preflight",
         EC9, OWN,
