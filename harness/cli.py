@@ -35,10 +35,11 @@ from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, model_help, number, seed)
 from .compiled_rows import BACKENDS  # noqa: E402
+from .family_rows import FAMILY_MODELS, load_table_model, table_prompts  # noqa: E402
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
-from .workloads import BLOCK, prompts_for, table_models  # noqa: E402
+from .workloads import BLOCK, table_models  # noqa: E402
 
 SAMPLERS = ("llada", "dream", "sdar")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
@@ -293,7 +294,7 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
 
 
 def run_exactness(args) -> int:
-    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS]
+    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS, *exactness.FAMILY_DECODERS]
     decoders = [*sorted(PRESETS), *others] if args.decoders is None else args.decoders.split(",")
     unknown = [name for name in decoders if name not in PRESETS and name not in others]
     if unknown:
@@ -343,11 +344,12 @@ def check_context(args, prompts: int, gen: int, dtype) -> None:
     """Each model of the table (loaded on the meta device: no weights read) takes its longest prompt plus
     ``gen`` tokens within its context, else a usage error naming the largest --gen-length that fits."""
     for name in table_models(args.model):
-        model = load_model_arg(name, "meta", dtype)
-        if name != "hmm" and model.tokenizer is None:
+        family = name in FAMILY_MODELS  # tiny: built for real (their own prompts, no tokenizer needed)
+        model = load_table_model(name, "cpu", dtype) if family else load_model_arg(name, "meta", dtype)
+        if name != "hmm" and not family and model.tokenizer is None:
             raise UsageError(f"--model {name}: the folder has no tokenizer, so the table's text prompts cannot be "
                              "encoded")
-        longest = prompts_for(name, model, prompts, args.seed)[0].shape[1]
+        longest = table_prompts(name, model, prompts, args.seed)[0].shape[1]
         if longest + gen <= model.max_length:
             continue
         flag = "--quick's gen length" if args.quick else "--gen-length"
