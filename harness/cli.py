@@ -41,7 +41,7 @@ from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
 from .workloads import BLOCK, table_models  # noqa: E402
 
-SAMPLERS = ("llada", "dream", "sdar")
+SAMPLERS = ("llada", "dream", "sdar", "diffusiongemma")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
 EXACTNESS_SIZE = (8, 64)  # exactness's (--prompts, --gen-length) when neither --quick nor the flag is given
@@ -106,17 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _generate_parser(commands) -> None:
     gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
-    gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
-    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar")
-    gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
+    prompt = gen.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text; the mask token's text marks infill positions")
+    prompt.add_argument("--prompt-ids", default=None,
+                        help="the prompt as comma-separated token ids (--sampler diffusiongemma: its models have no "
+                             "tokenizer)")
+    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar, a DiffusionGemma model with "
+                     "DiffusionGemma's sampler")
+    gen.add_argument("--sampler", choices=SAMPLERS, default="llada",
+                     help="llada | dream | sdar (a block-diffusion model) | diffusiongemma (a uniform-state model: "
+                          "--model diffusiongemma, the shipped one, or a DiffusionGemma folder; with --prompt-ids)")
     gen.add_argument("--gen-length", type=integer(1), default=64)
     gen.add_argument("--block-length", type=integer(1), default=None,
                      help="LLaDA block length (default: gen length); sdar: the block size (default 4)")
     gen.add_argument("--steps", type=integer(1), default=None,
                      help="denoising steps (default: gen length; at most gen length with llada, "
                           f"{DREAM_STEPS_PER_TOKEN} x gen length with dream); sdar: steps per block (default and "
-                          "most: the block length)")
-    gen.add_argument("--temperature", type=number(), default=0.0)
+                          "most: the block length); diffusiongemma: most steps per canvas (default: the "
+                          "checkpoint's max_denoising_steps)")
+    gen.add_argument("--temperature", type=number(), default=None, help="sampling temperature (default 0: greedy)")
     gen.add_argument("--remasking", choices=REMASKING, default=None, help="LLaDA: low_confidence (default) | random")
     gen.add_argument("--cfg-scale", type=number(), default=None, help="LLaDA: classifier-free guidance (default 0)")
     gen.add_argument("--alg", choices=DREAM_ALGS, default=None, help="Dream's position rule (default entropy)")
@@ -209,7 +217,8 @@ def _model_args(sub: argparse.ArgumentParser, default: str) -> None:
 
 # ----------------------------------------------------------------------------------------- generate
 def run_generate(args) -> int:
-    check_steps(args)
+    if args.sampler != "diffusiongemma":
+        check_steps(args)
     return generate_command.run(args)
 
 
