@@ -159,7 +159,8 @@ def _exactness_parser(commands) -> None:
     exa.add_argument("--quick", action="store_true",
                      help=f"{exactness.QUICK_SIZE[0]} prompts, gen length {exactness.QUICK_SIZE[1]} (then give neither "
                           "--prompts nor --gen-length)")
-    exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino or editing (default: all)")
+    exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino, editing, the SDAR "
+                     "strategies, diffusiongemma or fastdllm-v2 (default: all)")
     exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=None,
                      help=f"prompts in the batch (default {EXACTNESS_SIZE[0]})")
     exa.add_argument("--gen-length", type=integer(1), default=None,
