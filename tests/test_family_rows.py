@@ -118,3 +118,20 @@ def test_the_default_table_brings_the_families_along(shipped_dg, tiny_v2):
     assert table_units(shipped_dg, ("sequential", "diffusiongemma")) == ["diffusiongemma"]
     assert table_units(tiny_v2, ("sequential", "diffusiongemma")) == []
     assert row_plan(shipped_dg, ("sequential",), 32, None) == []  # a family's rows only when its decoder is asked
+
+
+def test_family_rows_resume_from_the_records(random_dg, tmp_path, monkeypatch):
+    """A family's rows are recorded units like the others (keyed by the model's weights, which for DiffusionGemma
+    are the wrapped transformers model's): a rerun takes them from the records without decoding."""
+    from veridec.harness import exactness
+    records = lambda: exactness.records_for(tmp_path, "diffusiongemma-random", 2, 16, 32, 0)  # noqa: E731
+    first = table_for_model("diffusiongemma-random", ("diffusiongemma",), n_prompts=2, gen_length=16,
+                            model=random_dg, records=records())
+
+    def never(*args, **kwargs):
+        raise AssertionError("a recorded row was decoded again")
+
+    monkeypatch.setattr(exactness, "build_row", never)
+    again = table_for_model("diffusiongemma-random", ("diffusiongemma",), n_prompts=2, gen_length=16,
+                            model=random_dg, records=records())
+    assert again == first and sorted(r.variant for r in again) == DG_KINDS
