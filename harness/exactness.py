@@ -93,7 +93,7 @@ def row_plan(model, decoders, block_length: int, compile: str | None) -> list[Pl
     (``family_rows``): its decoder's kinds, when its decoder is among ``decoders``."""
     family = family_of(model)
     if family:
-        return [PlannedRow(family.DECODER, family.DECODER, kind) for kind in family.kinds()
+        return [PlannedRow(family.DECODER, family.DECODER, kind) for kind in family.kinds(model)
                 if family.DECODER in decoders]
     if is_block_model(model):
         return [PlannedRow(d, d, kind) for d in block_decoders(decoders) for kind in block_kinds(block_length)]

@@ -55,7 +55,7 @@ def prompts(model, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return prompt.to(model.device), mask.to(model.device)
 
 
-def kinds() -> tuple[RowKind, ...]:
+def kinds(model) -> tuple[RowKind, ...]:
     return (RowKind("prefix-cache", "E", prefix_sides, compared), RowKind("block-cache", "A", block_sides, compared))
 
 
