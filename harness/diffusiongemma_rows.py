@@ -98,11 +98,11 @@ def decode(generate, model, prompt, mask, gen_length: int, generator):
     return out, recorder.calls, time.perf_counter() - start
 
 
-def seeded(seed: int, rows: int | None = None):
-    """One generator (``rows`` None) or one per row, each seeded ``seed + row``."""
+def seeded(seed: int, device, rows: int | None = None):
+    """One generator on ``device`` (``rows`` None) or one per row, each seeded ``seed + row``."""
     if rows is None:
-        return torch.Generator().manual_seed(seed)
-    return [torch.Generator().manual_seed(seed + row) for row in range(rows)]
+        return torch.Generator(device=device).manual_seed(seed)
+    return [torch.Generator(device=device).manual_seed(seed + row) for row in range(rows)]
 
 
 def kinds(model) -> tuple[RowKind, ...]:
@@ -120,13 +120,14 @@ def reference_seconds(inputs: TableInputs) -> float:
 
 def _reference(inputs: TableInputs):
     return inputs.once("diffusiongemma reference", lambda: decode(
-        reference_generate, inputs.model, inputs.prompt, inputs.mask, inputs.gen_length, seeded(inputs.seed)))
+        reference_generate, inputs.model, inputs.prompt, inputs.mask, inputs.gen_length,
+        seeded(inputs.seed, inputs.model.device)))
 
 
 def cached_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
     """The reference and the cached decoder on the batch, one stream each seeded alike."""
     out, calls, seconds = decode(cached_generate, inputs.model, inputs.prompt, inputs.mask, inputs.gen_length,
-                                 seeded(inputs.seed))
+                                 seeded(inputs.seed, inputs.model.device))
     expected, expected_calls, _ = _reference(inputs)
     table_pads = pads(inputs.mask)
     return Sides([(expected, expected_calls, table_pads)], [(out, calls, table_pads)], seconds)
@@ -135,8 +136,9 @@ def cached_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
 def alone(inputs: TableInputs) -> list:
     """Each row decoded alone, unpadded, by the cached decoder with the generator seeded ``seed + row``."""
     def run():
-        return [(*decode(cached_generate, inputs.model, single, None, inputs.gen_length, seeded(inputs.seed + row))[:2],
-                 [0]) for row, single in enumerate(inputs.singles())]
+        device = inputs.model.device
+        return [(*decode(cached_generate, inputs.model, single, None, inputs.gen_length,
+                         seeded(inputs.seed + row, device))[:2], [0]) for row, single in enumerate(inputs.singles())]
 
     return inputs.once("diffusiongemma alone", run)
 
@@ -145,7 +147,7 @@ def batch_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
     """The rows alone, and the cached batch with one generator per row seeded as each row's alone (DG6.5)."""
     rows = inputs.prompt.shape[0]
     out, calls, seconds = decode(cached_generate, inputs.model, inputs.prompt, inputs.mask, inputs.gen_length,
-                                 seeded(inputs.seed, rows))
+                                 seeded(inputs.seed, inputs.model.device, rows))
     return Sides(alone(inputs), [(out, calls, pads(inputs.mask))], seconds)
 
 
@@ -156,7 +158,7 @@ def padded_sides(inputs: TableInputs, decoder: str, kind: RowKind) -> Sides:
         padded = torch.nn.functional.pad(single, (PADDING, 0), value=SETTINGS["pad_token_id"])  # [1, P + PADDING]
         mask = (torch.arange(padded.shape[1], device=padded.device) >= PADDING).long()[None]  # [1, P + PADDING]
         out, calls, _ = decode(cached_generate, inputs.model, padded, mask, inputs.gen_length,
-                               seeded(inputs.seed + row))
+                               seeded(inputs.seed + row, inputs.model.device))
         decodes.append((out, calls, [PADDING]))
     return Sides(alone(inputs), decodes, time.perf_counter() - start)
 
@@ -222,7 +224,8 @@ def rounding(inputs: TableInputs) -> float:
     prompt alone, a seeded random canvas, no self-conditioning."""
     def measure() -> float:
         model, prompt = inputs.model, inputs.singles()[0]
-        canvas = draw_noise((1, model.canvas_length), model.vocab_size, seeded(inputs.seed), prompt.device)  # [1, L]
+        canvas = draw_noise((1, model.canvas_length), model.vocab_size, seeded(inputs.seed, prompt.device),
+                            prompt.device)  # [1, L]
         mask = torch.ones_like(prompt, dtype=torch.bool)  # [1, P]
         higher = copy.deepcopy(model).to(HIGHER[model.dtype])
         tol = tolerance(model.full_forward(prompt, mask, canvas, None), higher.full_forward(prompt, mask, canvas, None))
