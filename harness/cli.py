@@ -35,12 +35,13 @@ from . import generate as generate_command  # noqa: E402
 from .arguments import (UsageError, check_device, check_output_dir, check_output_file, integer,  # noqa: E402
                         load_model_arg, model_help, number, seed)
 from .compiled_rows import BACKENDS  # noqa: E402
+from .family_rows import FAMILY_MODELS, load_table_model, table_prompts  # noqa: E402
 from .checks.registry import VerifyResult, VerifyContext, all_checks, format_table, results_to_json  # noqa: E402
 from .records import weights_sha256  # noqa: E402
 from .units import Unit, announce_resume, run_recorded  # noqa: E402
-from .workloads import BLOCK, prompts_for, table_models  # noqa: E402
+from .workloads import BLOCK, table_models  # noqa: E402
 
-SAMPLERS = ("llada", "dream", "sdar")
+SAMPLERS = ("llada", "dream", "sdar", "diffusiongemma")
 EXPERIMENTS = ("models", "parallel", "speculative", "fastguide")
 MAX_PROMPTS = 4096  # exactness --prompts: a batch beyond this is a typo, not a table
 EXACTNESS_SIZE = (8, 64)  # exactness's (--prompts, --gen-length) when neither --quick nor the flag is given
@@ -105,17 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _generate_parser(commands) -> None:
     gen = commands.add_parser("generate", help="decode a prompt with a reference sampler")
-    gen.add_argument("--prompt", required=True, help="prompt text; the mask token's text marks infill positions")
-    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar")
-    gen.add_argument("--sampler", choices=SAMPLERS, default="llada")
+    prompt = gen.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text; the mask token's text marks infill positions")
+    prompt.add_argument("--prompt-ids", default=None,
+                        help="the prompt as comma-separated token ids (--sampler diffusiongemma: its models have no "
+                             "tokenizer)")
+    _model_args(gen, "default; a block-diffusion model decodes with --sampler sdar, a DiffusionGemma model with "
+                     "DiffusionGemma's sampler")
+    gen.add_argument("--sampler", choices=SAMPLERS, default="llada",
+                     help="llada | dream | sdar (a block-diffusion model) | diffusiongemma (a uniform-state model: "
+                          "--model diffusiongemma, the shipped one, or a DiffusionGemma folder; with --prompt-ids)")
     gen.add_argument("--gen-length", type=integer(1), default=64)
     gen.add_argument("--block-length", type=integer(1), default=None,
                      help="LLaDA block length (default: gen length); sdar: the block size (default 4)")
     gen.add_argument("--steps", type=integer(1), default=None,
                      help="denoising steps (default: gen length; at most gen length with llada, "
                           f"{DREAM_STEPS_PER_TOKEN} x gen length with dream); sdar: steps per block (default and "
-                          "most: the block length)")
-    gen.add_argument("--temperature", type=number(), default=0.0)
+                          "most: the block length); diffusiongemma: most steps per canvas (default: the "
+                          "checkpoint's max_denoising_steps)")
+    gen.add_argument("--temperature", type=number(), default=None, help="sampling temperature (default 0: greedy)")
     gen.add_argument("--remasking", choices=REMASKING, default=None, help="LLaDA: low_confidence (default) | random")
     gen.add_argument("--cfg-scale", type=number(), default=None, help="LLaDA: classifier-free guidance (default 0)")
     gen.add_argument("--alg", choices=DREAM_ALGS, default=None, help="Dream's position rule (default entropy)")
@@ -150,7 +159,8 @@ def _exactness_parser(commands) -> None:
     exa.add_argument("--quick", action="store_true",
                      help=f"{exactness.QUICK_SIZE[0]} prompts, gen length {exactness.QUICK_SIZE[1]} (then give neither "
                           "--prompts nor --gen-length)")
-    exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino or editing (default: all)")
+    exa.add_argument("--decoders", default=None, help="comma-separated preset names, wino, editing, the SDAR "
+                     "strategies, diffusiongemma or fastdllm-v2 (default: all)")
     exa.add_argument("--prompts", type=integer(1, MAX_PROMPTS), default=None,
                      help=f"prompts in the batch (default {EXACTNESS_SIZE[0]})")
     exa.add_argument("--gen-length", type=integer(1), default=None,
@@ -208,7 +218,8 @@ def _model_args(sub: argparse.ArgumentParser, default: str) -> None:
 
 # ----------------------------------------------------------------------------------------- generate
 def run_generate(args) -> int:
-    check_steps(args)
+    if args.sampler != "diffusiongemma":
+        check_steps(args)
     return generate_command.run(args)
 
 
@@ -293,7 +304,7 @@ def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
 
 
 def run_exactness(args) -> int:
-    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS]
+    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS, *exactness.FAMILY_DECODERS]
     decoders = [*sorted(PRESETS), *others] if args.decoders is None else args.decoders.split(",")
     unknown = [name for name in decoders if name not in PRESETS and name not in others]
     if unknown:
@@ -343,11 +354,12 @@ def check_context(args, prompts: int, gen: int, dtype) -> None:
     """Each model of the table (loaded on the meta device: no weights read) takes its longest prompt plus
     ``gen`` tokens within its context, else a usage error naming the largest --gen-length that fits."""
     for name in table_models(args.model):
-        model = load_model_arg(name, "meta", dtype)
-        if name != "hmm" and model.tokenizer is None:
+        family = name in FAMILY_MODELS  # tiny: built for real (their own prompts, no tokenizer needed)
+        model = load_table_model(name, "cpu", dtype) if family else load_model_arg(name, "meta", dtype)
+        if name != "hmm" and not family and model.tokenizer is None:
             raise UsageError(f"--model {name}: the folder has no tokenizer, so the table's text prompts cannot be "
                              "encoded")
-        longest = prompts_for(name, model, prompts, args.seed)[0].shape[1]
+        longest = table_prompts(name, model, prompts, args.seed)[0].shape[1]
         if longest + gen <= model.max_length:
             continue
         flag = "--quick's gen length" if args.quick else "--gen-length"

@@ -26,7 +26,6 @@ from tqdm import tqdm
 
 from veridec.decoding import has_llada_layout, is_block_model
 from veridec.files import write_text_atomic
-from veridec.models.shipped import load_model
 from veridec.numerics import HIGHER
 from veridec.rules.presets import PRESETS
 
@@ -35,17 +34,19 @@ from .checks.registry import VerifyResult
 from .compiled_rows import compiled_kinds
 from .distributed import Group
 from .event_rows import EVENT_DECODERS, EVENT_KINDS  # noqa: F401 (EVENT_DECODERS: the CLI's --decoders)
+from .family_rows import FAMILY_DECODERS, family_of, load_table_model, table_prompts
 from .parallel_rows import PARALLEL
 from .records import Records, weights_sha256
 from .rows import RowKind, TableInputs, build_row
 from .speculative_rows import SPECULATIVE_KINDS
 from .units import open_records
-from .workloads import BLOCK, prompts_for, table_models
+from .workloads import BLOCK, table_models
 
 QUICK_SIZE = (2, 32)  # (prompts, gen length) of ``--quick`` tables
 VERIFY_SIZE = (4, 64)  # of the table ``veridec verify`` prints
 VERIFY_DECODERS = ("sequential", "conf-hq", "fastdllm", "factor", "localleap", "eb-hq", "klass-hq", "dapd-hq",
-                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino", "editing", *SDAR_DECODERS)
+                   "fastdllm-ht", "fastdllm-ht-certified", "localleap-certified", "wino", "editing", *SDAR_DECODERS,
+                   *FAMILY_DECODERS)
 
 
 @dataclass
@@ -88,7 +89,12 @@ def row_plan(model, decoders, block_length: int, compile: str | None) -> list[Pl
     """The rows a model's table has, in the table's order. A block-diffusion model: each decoder that runs on it
     (``block_decoders``) at each block length (``block_kinds``). Any other: each preset among ``decoders`` in the
     parallel kinds (with ``compile``, its compiled kinds after them), the speculative rows (each its own unit),
-    then, on a LLaDA-layout model (WN1, ED1), the decoders with revocable commits."""
+    then, on a LLaDA-layout model (WN1, ED1), the decoders with revocable commits. A family's table model
+    (``family_rows``): its decoder's kinds, when its decoder is among ``decoders``."""
+    family = family_of(model)
+    if family:
+        return [PlannedRow(family.DECODER, family.DECODER, kind) for kind in family.kinds(model)
+                if family.DECODER in decoders]
     if is_block_model(model):
         return [PlannedRow(d, d, kind) for d in block_decoders(decoders) for kind in block_kinds(block_length)]
     kinds = PARALLEL + (compiled_kinds(compile) if compile else ())
@@ -108,14 +114,14 @@ def table_for_model(model_name: str, decoders, n_prompts: int = 8, gen_length: i
     is finished. ``mine(unit)`` (a decoder's name, or a speculative row's variant) says which rows this process
     computes (torchrun: its share); the others are left out. ``weights``: the model's ``weights_sha256`` when
     known. ``compile``: a torch.compile backend; each decoder also gets its ``compiled_rows`` kinds."""
-    model = load_model(model_name, dtype=torch.float32) if model is None else model
+    model = load_table_model(model_name, "cpu", torch.float32) if model is None else model
     if model.dtype not in HIGHER:
         raise ValueError(f"the exactness table runs in float32, bfloat16 or float16, not {model.dtype}")
-    if compile and is_block_model(model):
+    if compile and is_block_model(model) and not family_of(model):
         raise ValueError("compiled rows cover the parallel decoders' caches (compiled_rows.COMPILED); a "
                          "block-diffusion model's table has none: run it without --compile")
-    prompt, mask = prompts_for(model_name, model, n_prompts, seed)
-    inputs = TableInputs(model_name, model, prompt, mask, gen_length, block_length, compile)
+    prompt, mask = table_prompts(model_name, model, n_prompts, seed)
+    inputs = TableInputs(model_name, model, prompt, mask, gen_length, block_length, compile, seed)
     weights = (weights or weights_sha256(model)) if records else None
     rows = []
     for planned in row_plan(model, decoders, block_length, compile):
@@ -152,7 +158,7 @@ def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_
     for name in names:
         if name not in models:
             model = loaded if loaded is not None and name == model_name else \
-                load_model(name, device=device, dtype=dtype)
+                load_table_model(name, device, dtype)
             models[name] = (model, weights_sha256(model) if records else None)
     units = [(name, unit) for name in names for unit in table_units(models[name][0], decoders)]
     owned = {u for i, u in enumerate(units) if group.mine(i)}
@@ -170,7 +176,10 @@ def build_table(model_name: str, decoders, prompts: int, gen_length: int, block_
 
 def table_units(model, decoders) -> list[str]:
     """The units a model's table is shared out by: each decoder (its rows together) and each speculative row;
-    a block-diffusion model's decoders (``block_rows``)."""
+    a block-diffusion model's decoders (``block_rows``); a family's table model: its decoder."""
+    family = family_of(model)
+    if family:
+        return [family.DECODER] if family.DECODER in decoders else []
     if is_block_model(model):
         return block_decoders(decoders)
     return [*(d for d in decoders if d not in SDAR_DECODERS), *(kind.label for kind in SPECULATIVE_KINDS)]

@@ -1,5 +1,5 @@
 """``veridec generate``: decode a text prompt with a reference sampler (LLaDA's, Dream's, or SDAR's block diffusion
-on a block-diffusion model) and print the text."""
+on a block-diffusion model) and print the text; DiffusionGemma's sampler: ``generate_diffusiongemma``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from veridec.rules.llada import LLaDAParams
 from veridec.rules.sdar import SDARParams
 from veridec.throughput import throughput
 
+from . import generate_diffusiongemma as diffusiongemma
 from .arguments import UsageError, check_device, check_output_file, load_model_arg
 
 LLADA_ONLY = {"cfg_scale": "--cfg-scale", "remasking": "--remasking"}
@@ -47,6 +48,15 @@ class ProgressModel:
 def run(args) -> int:
     device = check_device(args.device)
     check_output_file(args.trace, "--trace")
+    if args.sampler == "diffusiongemma":
+        return diffusiongemma.run(args, device)
+    if diffusiongemma.is_diffusiongemma(args.model):
+        raise UsageError(f"--model {args.model} is a uniform-state DiffusionGemma model (no mask token): use "
+                         "--sampler diffusiongemma with --prompt-ids")
+    if args.prompt_ids is not None:
+        raise UsageError(f"--prompt-ids applies to --sampler diffusiongemma; --sampler {args.sampler} takes "
+                         "--prompt text (the model's tokenizer encodes it)")
+    args.temperature = 0.0 if args.temperature is None else args.temperature
     model = load_model_arg(args.model, device)
     if model.tokenizer is None:
         raise UsageError(f"--model {args.model}: the folder has no tokenizer, so text prompts cannot be encoded")

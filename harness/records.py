@@ -43,7 +43,7 @@ def settings_hash(settings: dict) -> str:
 def weights_sha256(model) -> str:
     """sha256 over a model's parameter names, dtypes, shapes and bytes (its identity in a unit key)."""
     digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
+    for name, tensor in getattr(model, "hf", model).state_dict().items():  # hf: DiffusionGemma's wrapped model
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()

@@ -36,6 +36,7 @@ class TableInputs:
     gen_length: int
     block_length: int
     compile: str | None = None
+    seed: int = 0  # the table's seed (the decoders that draw seed their generators from it)
     measured: dict = field(default_factory=dict)
     eager: dict = field(default_factory=dict)
 

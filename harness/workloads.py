@@ -30,10 +30,14 @@ def progress(items, desc: str, quiet: bool = False):
     return tqdm(items, desc=desc, leave=False, disable=quiet)
 
 
+FAMILY_TABLE_MODELS = ("diffusiongemma", "diffusiongemma-random", "tiny-fastdllm-v2")  # harness.family_rows
+
+
 def table_models(model_name: str) -> list[str]:
     """The models a table covers: the shipped default model brings the HMM-world model along (exact NLL under
-    the true HMM); any other model stands alone."""
-    return [model_name] + (["hmm"] if model_name == "default" else [])
+    the true HMM) and the other families' table models (``FAMILY_TABLE_MODELS``: DiffusionGemma, shipped and
+    random; a tiny Fast-dLLM v2); any other model stands alone."""
+    return [model_name] + (["hmm", *FAMILY_TABLE_MODELS] if model_name == "default" else [])
 
 
 # ---------------------------------------------------------------------------------------------- prompts

@@ -295,6 +295,50 @@ def test_a_row_does_not_depend_on_another_rows_tokens(shipped, monkeypatch):
                for s in seeds)
 
 
+SAME_LENGTH = [[2, 5, 6, 7], [2, 13, 14, 15], [2, 9, 10, 11]]  # rows of one length: no padding, no rounding
+
+
+def _row_decode(out, row: int, width: int) -> tuple[list[int], list[tuple]]:
+    """A row's generation (trailing PAD dropped) and its events (kind, own step, position, old, new) before
+    ``width`` (a finished row runs on, padded, while another row is unfinished: DG6.4)."""
+    tokens = out.canvas[row].tolist()
+    while tokens and tokens[-1] == 0:
+        tokens.pop()
+    return tokens, [(e.kind, e.step, e.position, e.old, e.new) for e in out.trace.events
+                    if e.row == row and e.position < width]
+
+
+def _batch_against_alone(decode, model, seed: int, generators) -> list[bool]:
+    """Per row: does the batch (``generators(seed, rows)``) decode the row as it decodes alone (seed + row)?"""
+    batch = decode(model, torch.tensor(SAME_LENGTH, device="cpu"), generator=generators(seed, len(SAME_LENGTH)),
+                   max_new_tokens=32, **SAMPLED)
+    alone = [decode(model, torch.tensor([row], device="cpu"), generator=torch.Generator().manual_seed(seed + b),
+                    max_new_tokens=32, **SAMPLED) for b, row in enumerate(SAME_LENGTH)]
+    return [_row_decode(batch, b, out.canvas.shape[1]) == _row_decode(out, 0, out.canvas.shape[1])
+            for b, out in enumerate(alone)]
+
+
+def test_per_row_generators_make_a_batch_row_its_lone_decode(shipped):
+    """DG6.5: with one generator per row (seeded seed + row) every row of a batch decodes as it does alone with
+    its generator, events and tokens, in both decoders (rows finish at different steps and canvases). Negative
+    control: one shared stream (seeded as row 0's) moves some row (DG6.4: equal only in law)."""
+    per_row = lambda seed, rows: [torch.Generator().manual_seed(seed + b) for b in range(rows)]  # noqa: E731
+    one = lambda seed, rows: torch.Generator().manual_seed(seed)  # noqa: E731
+    for decode in (reference.generate, optimized.generate):
+        assert all(all(_batch_against_alone(decode, shipped, seed, per_row)) for seed in range(3))
+    assert not all(all(_batch_against_alone(optimized.generate, shipped, seed, one)) for seed in range(3))
+
+
+def test_bad_generator_lists_are_refused(shipped):
+    """DG6.5: a list of generators needs one per row, each a torch.Generator; refused by name in both decoders."""
+    prompt = torch.tensor(SAME_LENGTH[:2], device="cpu")
+    for decode in (reference.generate, optimized.generate):
+        with pytest.raises(ValueError, match=r"generator: a list of generators needs one per prompt row \(2\), got 1"):
+            decode(shipped, prompt, generator=[torch.Generator()])
+        with pytest.raises(ValueError, match=r"generator\[1\] must be a torch.Generator"):
+            decode(shipped, prompt, generator=(torch.Generator(), 7))
+
+
 def test_the_benchmark_checks_outputs_before_timing(shipped):
     """DG8.1 live, tools/diffusiongemma_bench.py: both decoders equal transformers' generate run live on the shipped
     model (measure refuses to time otherwise), and the reference computes more query positions than the cached

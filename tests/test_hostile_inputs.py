@@ -421,7 +421,7 @@ def test_unwritable_output_folders_are_one_clear_line_before_any_work(cli, tiny_
     (["train", "tasks"], "invalid choice: 'train'"),  # likewise: python -m tools.training.dllm
     (["experiment", "nope"], "invalid choice: 'nope'"),
     (["nope"], "invalid choice: 'nope'"),
-    (["generate"], "the following arguments are required: --prompt"),
+    (["generate"], "one of the arguments --prompt --prompt-ids is required"),
 ])
 def test_bad_arguments_exit_2_with_one_line(cli, argv, message):
     code, out, err = cli(*argv)

@@ -184,8 +184,8 @@ def test_the_merge_pass_reuses_the_loaded_and_hashed_models(tmp_path, monkeypatc
     from veridec.harness import exactness
 
     calls = {"load": 0, "hash": 0}
-    load, digest = exactness.load_model, exactness.weights_sha256
-    monkeypatch.setattr(exactness, "load_model", lambda *a, **k: calls.__setitem__("load", calls["load"] + 1)
+    load, digest = exactness.load_table_model, exactness.weights_sha256
+    monkeypatch.setattr(exactness, "load_table_model", lambda *a, **k: calls.__setitem__("load", calls["load"] + 1)
                         or load(*a, **k))
     monkeypatch.setattr(exactness, "weights_sha256", lambda m: calls.__setitem__("hash", calls["hash"] + 1)
                         or digest(m))

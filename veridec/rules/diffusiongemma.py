@@ -108,17 +108,34 @@ def processed_logits(logits: torch.Tensor, remaining: int, p: DGParams) -> torch
     return logits / temperature(remaining, p, logits.device) if p.scheduled else logits
 
 
-def draw_sample(processed: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def per_row(generator) -> bool:
+    """DG6.5: ``generator`` is one generator per row (a list or tuple), not one stream for the batch."""
+    return isinstance(generator, (list, tuple))
+
+
+def draw_sample(processed: torch.Tensor, generator, live: torch.Tensor | None = None) -> torch.Tensor:
     """DG3.3: one multinomial draw per position from softmax(processed) in float32, the canvas flattened
-    row-major to [B * L, V] as the official call does. -> [B, L]."""
+    row-major to [B * L, V] as the official call does. -> [B, L]. Per-row generators (DG6.5): each ``live`` row
+    [B] draws its L positions from its own generator; the others draw nothing (their argmax stands in)."""
     batch, length, vocab = processed.shape
     probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
-    return torch.multinomial(probs.view(-1, vocab), num_samples=1, generator=generator).view(batch, length)
+    if not per_row(generator):
+        return torch.multinomial(probs.view(-1, vocab), num_samples=1, generator=generator).view(batch, length)
+    rows = live.tolist()
+    return torch.stack([torch.multinomial(probs[b], num_samples=1, generator=g).view(length) if rows[b]
+                        else probs[b].argmax(dim=-1) for b, g in enumerate(generator)])  # [B, L]
 
 
-def draw_noise(shape: tuple[int, int], vocab_size: int, generator: torch.Generator | None, device) -> torch.Tensor:
-    """DG1.3, DG3.5: uniform random tokens [B, L] (one randint over the whole canvas)."""
-    return torch.randint(0, vocab_size, shape, generator=generator, device=device)
+def draw_noise(shape: tuple[int, int], vocab_size: int, generator, device,
+               live: torch.Tensor | None = None) -> torch.Tensor:
+    """DG1.3, DG3.5: uniform random tokens [B, L] (one randint over the whole canvas). Per-row generators
+    (DG6.5): each row's L tokens from its own generator, the rows not ``live`` [B] drawing nothing (zeros)."""
+    if not per_row(generator):
+        return torch.randint(0, vocab_size, shape, generator=generator, device=device)
+    rows = [True] * shape[0] if live is None else live.tolist()
+    return torch.stack([torch.randint(0, vocab_size, shape[1:], generator=g, device=device) if rows[b]
+                        else torch.zeros(shape[1:], dtype=torch.long, device=device)
+                        for b, g in enumerate(generator)])  # [B, L]
 
 
 def token_entropy(processed: torch.Tensor) -> torch.Tensor:
@@ -186,12 +203,12 @@ def denoising_step(logits: torch.Tensor, canvas: torch.Tensor, argmax: torch.Ten
     (sample, argmax, accept, renoise, stop test); rows already finished keep their canvas, argmax and
     self-conditioning (DG4.4)."""
     processed = processed_logits(logits, remaining, p)
-    sample = draw_sample(processed, generator)
+    sample = draw_sample(processed, generator, ~finished)
     new_argmax = torch.argmax(processed, dim=-1)
     entropy = token_entropy(processed)
     accepted = accepted_positions(entropy, p.entropy_bound)
     new_canvas = renoise(torch.where(accepted, sample, canvas), accepted,
-                         draw_noise(tuple(canvas.shape), vocab_size, generator, canvas.device))
+                         draw_noise(tuple(canvas.shape), vocab_size, generator, canvas.device, ~finished))
     if p.adaptive_stop:
         if finished.any():
             new_argmax = torch.where(finished[:, None], argmax, new_argmax)
@@ -232,9 +249,8 @@ def check_uniform_state(model) -> None:
 
 
 def check_decode_inputs(model, prompt: torch.Tensor, attention_mask, generator) -> None:
-    """The model, the prompt [B, P] and its left-padding mask, the generator (DG1.4, DG6.4)."""
+    """The model, the prompt [B, P] and its left-padding mask, the generator(s) (DG1.4, DG6.4, DG6.5)."""
     check_uniform_state(model)
-    check_generator(generator)
     if not isinstance(prompt, torch.Tensor) or prompt.dtype != torch.long or prompt.dim() != 2 or 0 in prompt.shape:
         raise ValueError(f"prompt must be a LongTensor [B, P] with B, P >= 1, got "
                          f"{getattr(prompt, 'dtype', type(prompt).__name__)} {tuple(getattr(prompt, 'shape', ()))}")
@@ -246,6 +262,20 @@ def check_decode_inputs(model, prompt: torch.Tensor, attention_mask, generator) 
             raise ValueError(f"attention_mask must be a tensor of the prompt's shape {tuple(prompt.shape)}")
         if not ((attention_mask == 0) | (attention_mask == 1)).all() or not attention_mask.bool().any(dim=1).all():
             raise ValueError("attention_mask must hold 0 (padding) and 1 (a token), with a real token in every row")
+    check_generators(generator, prompt.shape[0])
+
+
+def check_generators(generator, rows: int) -> None:
+    """None, one torch.Generator, or (DG6.5) a list or tuple of one torch.Generator per prompt row."""
+    if not per_row(generator):
+        check_generator(generator)
+        return
+    if len(generator) != rows:
+        raise ValueError(f"generator: a list of generators needs one per prompt row ({rows}), got {len(generator)}")
+    for row, g in enumerate(generator):
+        if not isinstance(g, torch.Generator):
+            raise ValueError(f"generator[{row}] must be a torch.Generator (per-row draws: one per row), got "
+                             f"{type(g).__name__}")
 
 
 def check_length(model, prompt_length: int, p: DGParams) -> None:
