@@ -41,6 +41,10 @@ def check_renoise_engine(cls, config_class, label: str, against: str, model, con
                          max_examples: int, seed: int, max_rows: int, step_seconds: float,
                          differences: tuple = ()) -> EngineResult:
     """The search and shrink of ``check_engine`` for a uniform-state rule (its arguments, checked there)."""
+    if not callable(getattr(cls, "run", None)):
+        raise ContractError(f"{label} does not implement the uniform-state contract: a uniform-state algorithm runs "
+                            "its own loop, run(model_runner, forward_batch, states) (SGLang's DllmAlgorithm.run: "
+                            "subclass it), spec/engines.md EN8")
     name = model if isinstance(model, str) else type(model).__name__
     loaded = renoise_model(model)
     build = renoise_builder(cls, config_class, label, loaded)

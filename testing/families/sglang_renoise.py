@@ -142,9 +142,9 @@ def soft_embeddings(processed: torch.Tensor, embedding) -> torch.Tensor:
 
 @st.composite
 def renoise_knobs(draw):
-    """One case's flat knobs: 1-6 steps, a schedule, a bound, the stop thresholds, the seed."""
+    """One case's flat knobs: 1-8 steps, a schedule, a bound, the stop thresholds, the seed."""
     t_min, t_max = draw(st.sampled_from(SCHEDULES))
-    return {"max_denoising_steps": draw(st.integers(1, 6)), "entropy_bound": draw(st.sampled_from(BOUNDS)),
+    return {"max_denoising_steps": draw(st.integers(1, 8)), "entropy_bound": draw(st.sampled_from(BOUNDS)),
             "t_min": t_min, "t_max": t_max, "stability_threshold": draw(st.sampled_from(STABILITY)),
             "confidence_threshold": draw(st.sampled_from(CONFIDENCE)), "seed": draw(st.sampled_from(SEEDS))}
 
