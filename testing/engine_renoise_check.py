@@ -24,7 +24,7 @@ STAND_INS = ("ForwardBatch: veridec's RenoiseBatch with the real batch_size, inp
              "ServerArgs / ModelConfig / resolving_view / declare_resolution / VocabParallelEmbedding / cuda graph "
              "config / tensor_model_parallel_all_reduce: import-time stand-ins that refuse any call")
 
-LOGITS = "the model's float32 logits, as SGLang's step reads them; tier E up to the stated near-tie"
+LOGITS = "the model's float32 logits, as SGLang's step reads them; tier E up to the stated differences"
 
 
 def renoise_model(model):

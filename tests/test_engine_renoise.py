@@ -6,6 +6,7 @@ With sglang loadable (installed, or VERIDEC_SGLANG_ROOT naming an unzipped wheel
 ``run`` and a broken Gemma4Renoise is caught with a shrunk case."""
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -14,10 +15,14 @@ import torch
 
 from veridec.rules import diffusiongemma as dg
 from veridec.testing.engine_check import check_engine
+from veridec.testing.engine_compare import explained
 from veridec.testing.engine_renoise import rule_trajectory
 from veridec.testing.engine_renoise_check import renoise_model
+from veridec.testing.engine_renoise_compare import engine_temperature_explains
+from veridec.testing.engines import Divergence
 from veridec.testing.families import sglang_renoise
-from veridec.testing.families.sglang_renoise import RenoiseRule, engine_temperature, params_of
+from veridec.testing.families.sglang import NEAR_TIE, TEMPERATURE_ROUNDING
+from veridec.testing.families.sglang_renoise import RenoiseRule, engine_temperature, params_of, soft_embeddings
 from veridec.testing.sglang import ContractError
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -94,6 +99,42 @@ def test_a_temperature_rounding_case_is_one_ulp_of_the_schedule():
         last = case["steps"][-1]["canvas"]
         remaining = [p.max_denoising_steps - s["step"] for s in case["steps"] if s["canvas"] == last]
         assert any(not torch.equal(dg.temperature(r, p, "cpu"), engine_temperature(p, r)) for r in remaining)
+
+
+def _divergence(kind: str, margin: float = math.inf, **config) -> Divergence:
+    return Divergence(kind, 0, 1, 0, 0, "m", margin=margin, config=config)
+
+
+@pytest.mark.parametrize("difference, explained_by, not_explained_by", [
+    (NEAR_TIE, _divergence("decision", 1e-7, rounding=1e-6), _divergence("decision", 1e-5, rounding=1e-6)),
+    (NEAR_TIE, _divergence("done", 0.0, rounding=1e-6), _divergence("self-conditioning", 0.0, rounding=1e-6)),
+    (TEMPERATURE_ROUNDING, _divergence("self-conditioning", engine_temperature=True),
+     _divergence("self-conditioning")),
+    (TEMPERATURE_ROUNDING, _divergence("self-conditioning", engine_temperature=True),
+     _divergence("decision", 0.0, engine_temperature=True)),
+])
+def test_each_renoise_difference_explains_its_own_divergence_only(difference, explained_by, not_explained_by):
+    assert explained(explained_by, (difference,)) == difference.name
+    assert explained(not_explained_by, (difference,)) is None
+    assert explained(_divergence("contract", 0.0, rounding=1.0, engine_temperature=True),
+                     (NEAR_TIE, TEMPERATURE_ROUNDING)) is None
+
+
+def test_the_signal_at_sglangs_temperature_is_named_only_where_the_schedules_differ():
+    """N = 8, t = (0.001, 0.002): one ulp apart at 7 steps remaining, equal at 8; a signal at another step's
+    temperature is not excused (negative control)."""
+    embedding = renoise_model("diffusiongemma").hf.model.decoder.embed_tokens
+    config = {"max_denoising_steps": 8, "entropy_bound": 0.1, "t_min": 0.001, "t_max": 0.002,
+              "stability_threshold": 3, "confidence_threshold": 0.0, "seed": 0}
+    rule, generator = RenoiseRule(config, "r", 32, 16, "cpu"), torch.Generator(device="cpu").manual_seed(1)
+    logits = torch.randn(16, 32, generator=generator, dtype=torch.float32, device="cpu") * 0.02  # [L, V]
+    at = lambda r: soft_embeddings(logits / engine_temperature(rule.p, r), embedding)  # [L, H]
+    with torch.no_grad():
+        rule.step(logits)  # remaining 8: the two schedules agree
+        assert not engine_temperature_explains(at(8), rule, embedding)
+        rule.step(logits)  # remaining 7: one ulp apart
+        assert engine_temperature_explains(at(7), rule, embedding)
+        assert not engine_temperature_explains(at(5), rule, embedding)
 
 
 def _one_step_early(logits, remaining, p):  # vLLM#45965's kind: the schedule read one step ahead
@@ -207,3 +248,37 @@ def test_a_broken_gemma4renoise_is_caught_with_a_shrunk_case():
     result = check_engine(OneStepEarly, "diffusiongemma", max_examples=40, max_rows=2)
     assert not result.passed and result.failure.kind in ("decision", "done", "self-conditioning"), result.markdown()
     assert len(result.failure_case["prompts"]) == 1 and result.failure_case["canvases"] == 1, result.failure_case
+
+
+CONTRACT_FILE = '''
+class Renoise:
+    def __init__(self, config):
+        raise AssertionError("built")
+
+    def step(self, forward_batch, full_logits, states):
+        return [True]
+
+    def run(self, model_runner, forward_batch, states):
+        raise AssertionError("ran")
+'''
+
+
+@pytest.mark.parametrize("extra, said", [(["--fdfo"], "fdfo: the uniform-state replay runs SGLang's sync loop only"),
+                                         (["--model", "blocks"], "model: a uniform-state algorithm is replayed on")])
+def test_bad_renoise_command_arguments_are_one_line(tmp_path, capsys, extra, said):
+    from veridec.harness.cli import main
+
+    (tmp_path / "renoise.py").write_text(CONTRACT_FILE)
+    argv = ["check", "--engine", f"sglang:{tmp_path / 'renoise.py'}:Renoise", "--against", "diffusiongemma", *extra]
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_command_checks_gemma4renoise(tmp_path, capsys):
+    from veridec.harness.cli import main
+
+    _sglang_root()
+    root = os.environ.get("VERIDEC_SGLANG_ROOT")
+    argv = ["check", "--engine", "sglang:Gemma4Renoise", "--trials", "4", "--max-batch", "2", "--out", str(tmp_path)]
+    assert main(argv + (["--sglang-root", root] if root else [])) == 0
+    assert "sglang:Gemma4Renoise: PASS" in (tmp_path / "check.md").read_text()

@@ -177,9 +177,9 @@ def _near_tie(divergence) -> bool:
     return divergence.kind in ("decision", "done") and divergence.margin <= divergence.config.get("rounding", 0)
 
 
-NEAR_TIE = Difference("near-tie", "SGLang computes entropies with log_softmax in float32 and the temperature in "
-                      "float64; transformers with Categorical and a float32 schedule: equal up to rounding, so a "
-                      "decision may differ only where the rule's margin is within the measured rounding", _near_tie)
+NEAR_TIE = Difference("near-tie", "SGLang computes entropies as -sum(p log p) from log_softmax in float32; "
+                      "transformers with Categorical: equal up to rounding, so a decision may differ only where the "
+                      "rule's margin is within the measured rounding", _near_tie)
 TEMPERATURE_ROUNDING = Difference(
     "temperature-rounding", "SGLang computes the schedule t_min + (t_max - t_min) * step / N in Python floats and "
     "rounds it once to float32; transformers (DG3.2) in float32 tensor arithmetic: one ulp apart at some steps, "
