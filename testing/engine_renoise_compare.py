@@ -6,7 +6,6 @@ temperature, and its margin against the measured rounding."""
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -141,7 +140,11 @@ def signal_divergence(run, signal, rules, embedding):
                                       "self-conditioning signal at the canvas's first step (DG3.7: none)")
             continue
         expected, tolerance = soft_embeddings(rule.processed, embedding), signal_tolerance(rule.processed, embedding)
-        error = math.inf if rows is None else float((rows[i] - expected).abs().max())
+        if rows is None:
+            return run.divergence("self-conditioning", run.steps - run.round_start, i, "the engine hands the model "
+                                  "no self-conditioning signal where DG3.7 has the soft embedding of the rule's "
+                                  "processed logits of the step before")
+        error = float((rows[i] - expected).abs().max())
         if error > tolerance:
             if rows is not None and engine_temperature_explains(rows[i], rule, embedding):
                 return run.divergence("self-conditioning", run.steps - run.round_start, i, "the engine's "
@@ -149,7 +152,7 @@ def signal_divergence(run, signal, rules, embedding):
                                       f"{tolerance:.3g}) and is the soft embedding at SGLang's float32-rounded "
                                       "temperature, one ulp from transformers' float32 schedule",
                                       config={"engine_temperature": True})
-            fitted = "none" if rows is None else temperature_for_signal(rows[i], rule, embedding)
+            fitted = temperature_for_signal(rows[i], rule, embedding)
             return run.divergence("self-conditioning", run.steps - run.round_start, i, f"the engine's "
                                   f"self-conditioning signal differs from the soft embedding of the rule's processed "
                                   f"logits by {error:.3g} (tolerance {tolerance:.3g}); it matches {fitted}")

@@ -282,3 +282,65 @@ def test_the_command_checks_gemma4renoise(tmp_path, capsys):
     argv = ["check", "--engine", "sglang:Gemma4Renoise", "--trials", "4", "--max-batch", "2", "--out", str(tmp_path)]
     assert main(argv + (["--sglang-root", root] if root else [])) == 0
     assert "sglang:Gemma4Renoise: PASS" in (tmp_path / "check.md").read_text()
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _example(name: str):
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
+def test_the_renoise_example_from_scratch_passes():
+    """examples/sglang_renoise.py, written from DG3-DG4 and EN8 to the contract, run through the whole replay."""
+    result = check_engine(_example("sglang_renoise").RenoiseSampler, "diffusiongemma", max_examples=10, max_rows=2)
+    assert result.passed and result.cases == 10 and result.steps > 25, result.markdown()
+
+
+@pytest.mark.parametrize("name, kind, rows", [("ScheduleOneStepEarly", "decision", 1),
+                                              ("OneGeneratorPerBatch", "decision", 2),
+                                              ("NoSelfConditioning", "self-conditioning", 1),
+                                              ("StopsWithoutStability", "decision", 1)])
+def test_each_broken_renoise_variant_is_caught_with_a_shrunk_case(name, kind, rows):
+    result = check_engine(getattr(_example("sglang_renoise_broken"), name), "diffusiongemma", max_examples=40,
+                          max_rows=2)
+    assert not result.passed and result.failure.kind == kind, result.markdown()
+    case = result.failure_case
+    assert len(case["prompts"]) == rows and case["canvases"] == 1 and case["config"]["max_denoising_steps"] <= 2, case
+    assert result.reproducer["steps"] or kind == "self-conditioning"
+
+
+def _bad_steps():
+    base = _example("sglang_renoise").RenoiseSampler
+
+    class ReturnsATensor(base):
+        def step(self, forward_batch, full_logits, states):
+            return torch.tensor(super().step(forward_batch, full_logits, states), device="cpu")
+
+    class ChangesTheLogits(base):
+        def step(self, forward_batch, full_logits, states):
+            done = super().step(forward_batch, full_logits, states)
+            full_logits.mul_(2)
+            return done
+
+    class Raises(base):
+        def step(self, forward_batch, full_logits, states):
+            raise RuntimeError("boom")
+
+    return [(ReturnsATensor, "step returned Tensor"), (ChangesTheLogits, "step changed the logits it was given"),
+            (Raises, "run raised RuntimeError: boom")]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_a_bad_renoise_step_is_a_failure_naming_the_step(index):
+    cls, said = _bad_steps()[index]
+    result = check_engine(cls, "diffusiongemma", max_examples=3, max_rows=1)
+    assert not result.passed and result.failure.kind == "contract" and said in result.failure.message
+    assert "step 0" in result.failure.message, result.failure.message
