@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sglang", default=None, help="the folder holding sglang/ (default: the installed one)")
     parser.add_argument("--out", type=Path, default=Path("tests/golden"))
-    parser.add_argument("--logit-cases", type=int, default=16, help="cases per model whose logits are kept")
+    parser.add_argument("--logit-cases", type=int, default=8, help="cases per model whose logits are kept")
     return parser
 
 
