@@ -86,7 +86,7 @@ def _divergence(run, step, row, before, after, done, decision, entry):
     return run.divergence(kind, step, row, f"{said}; temperature {decision.temperature:.9g}, margin {margin:.3g} "
                           f"(rounding {decision.rounding:.3g})", positions=positions, engine_done=done,
                           reference_done=decision.done, margin=margin, record=entry,
-                          config={**run.case["config"], "rounding": decision.rounding})
+                          config={**run.case["config"], "rounding": decision.rounding, "near_tie": decision.near_tie})
 
 
 def _position(j: int, before, after, decision) -> Position:

@@ -106,8 +106,8 @@ def _divergence(kind: str, margin: float = math.inf, **config) -> Divergence:
 
 
 @pytest.mark.parametrize("difference, explained_by, not_explained_by", [
-    (NEAR_TIE, _divergence("decision", 1e-7, rounding=1e-6), _divergence("decision", 1e-5, rounding=1e-6)),
-    (NEAR_TIE, _divergence("done", 0.0, rounding=1e-6), _divergence("self-conditioning", 0.0, rounding=1e-6)),
+    (NEAR_TIE, _divergence("decision", 1e-7, near_tie=True), _divergence("decision", 1e-7, near_tie=False)),
+    (NEAR_TIE, _divergence("done", 0.0, near_tie=True), _divergence("self-conditioning", 0.0, near_tie=True)),
     (TEMPERATURE_ROUNDING, _divergence("self-conditioning", engine_temperature=True),
      _divergence("self-conditioning")),
     (TEMPERATURE_ROUNDING, _divergence("self-conditioning", engine_temperature=True),
@@ -116,7 +116,7 @@ def _divergence(kind: str, margin: float = math.inf, **config) -> Divergence:
 def test_each_renoise_difference_explains_its_own_divergence_only(difference, explained_by, not_explained_by):
     assert explained(explained_by, (difference,)) == difference.name
     assert explained(not_explained_by, (difference,)) is None
-    assert explained(_divergence("contract", 0.0, rounding=1.0, engine_temperature=True),
+    assert explained(_divergence("contract", 0.0, near_tie=True, engine_temperature=True),
                      (NEAR_TIE, TEMPERATURE_ROUNDING)) is None
 
 
@@ -135,6 +135,19 @@ def test_the_signal_at_sglangs_temperature_is_named_only_where_the_schedules_dif
         rule.step(logits)  # remaining 7: one ulp apart
         assert engine_temperature_explains(at(7), rule, embedding)
         assert not engine_temperature_explains(at(5), rule, embedding)
+
+
+def test_near_tie_is_a_margin_within_the_measured_rounding():
+    """An entropy bound equal to a rank's C_k - H_(k) is a near tie; half-way between two ranks it is not."""
+    config = {"max_denoising_steps": 4, "entropy_bound": 0.5, "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1,
+              "confidence_threshold": 0.005, "seed": 0}
+    logits = torch.randn(16, 32, generator=torch.Generator(device="cpu").manual_seed(3), device="cpu")  # [L, V]
+    ranked = RenoiseRule(config, "r", 32, 16, "cpu").step(logits).entropy.double().sort().values  # [L]
+    at = (ranked.cumsum(0) - ranked).tolist()
+    decide = lambda bound: RenoiseRule({**config, "entropy_bound": bound}, "r", 32, 16, "cpu").step(logits)
+    tie, clear = decide(at[5]), decide((at[5] + at[6]) / 2)
+    assert tie.near_tie and tie.margin == 0 and not clear.near_tie and clear.margin > clear.rounding
+    assert 0 < sglang_renoise.probability_rounding(logits / 0.8) < 1e-5
 
 
 def _one_step_early(logits, remaining, p):  # vLLM#45965's kind: the schedule read one step ahead

@@ -173,13 +173,14 @@ INDEL = (Difference("indel-token", "InDel reads the DELETE / SPLIT tokens as edi
                     "(final cleanup); ED5 goes on", _update_cap))
 
 def _near_tie(divergence) -> bool:
-    """The rule's decision margin at the diverging step is within the measured rounding of its entropies."""
-    return divergence.kind in ("decision", "done") and divergence.margin <= divergence.config.get("rounding", 0)
+    """The rule's decision at the diverging step is within measured rounding: an entropy margin (acceptance, stop)
+    within its entropies' rounding, or the race's relative margin within its probabilities' (RenoiseDecision)."""
+    return divergence.kind in ("decision", "done") and divergence.config.get("near_tie", False) is True
 
 
-NEAR_TIE = Difference("near-tie", "SGLang computes entropies as -sum(p log p) from log_softmax in float32; "
-                      "transformers with Categorical: equal up to rounding, so a decision may differ only where the "
-                      "rule's margin is within the measured rounding", _near_tie)
+NEAR_TIE = Difference("near-tie", "SGLang computes entropies as -sum(p log p) and probabilities as exp(log_softmax) "
+                      "in float32; transformers with Categorical and softmax: equal up to rounding, so a decision may "
+                      "differ only where the rule's margin is within the measured rounding", _near_tie)
 TEMPERATURE_ROUNDING = Difference(
     "temperature-rounding", "SGLang computes the schedule t_min + (t_max - t_min) * step / N in Python floats and "
     "rounds it once to float32; transformers (DG3.2) in float32 tensor arithmetic: one ulp apart at some steps, "

@@ -55,7 +55,9 @@ def sglang_config(config: dict) -> dict:
 class RenoiseDecision:
     """What the rule decides for one row at one step: the row's canvas after it [L] (the argmax canvas once the row
     has stopped), whether the row is done, and the parts: accepted [L] bool, sample [L], noise [L], argmax [L],
-    entropies [L] (float32), the temperature, the acceptance and stop margins and their rounding bound."""
+    entropies [L] (float32), the temperature, the smallest margin (acceptance, race, stop) and the entropies'
+    rounding bound, and ``near_tie``: an entropy margin within the entropies' rounding or the race's relative margin
+    within the probabilities' (``probability_rounding``)."""
 
     def __init__(self, **parts):
         self.__dict__.update(parts)
@@ -93,11 +95,13 @@ class RenoiseRule:
         self.finished = bool(stable and mean < p.confidence_threshold) or self.remaining == 0
         self.earlier, self.processed, self.logits = self.processed, processed, logits
         canvas = argmax if self.finished else torch.where(accepted, sample, noise)
+        by_entropy = min(_acceptance_margin(entropy, p.entropy_bound),
+                         abs(mean - p.confidence_threshold) if stable else math.inf)
+        race, rounding = _race_margin(ratio), rounding_bound(processed)
         return RenoiseDecision(tokens=canvas, done=self.finished, accepted=accepted, sample=sample, noise=noise,
                                argmax=argmax, entropy=entropy, temperature=_temperature(p, self.remaining + 1),
-                               margin=min(_acceptance_margin(entropy, p.entropy_bound), _race_margin(ratio),
-                                          abs(mean - p.confidence_threshold) if stable else math.inf),
-                               rounding=rounding_bound(processed))
+                               margin=min(by_entropy, race), rounding=rounding,
+                               near_tie=by_entropy <= rounding or race <= probability_rounding(processed))
 
 
 def engine_temperature(p: DGParams, remaining: int) -> torch.Tensor:
@@ -130,6 +134,17 @@ def rounding_bound(processed: torch.Tensor) -> float:
     (two float32 formulas of one entropy, log_softmax and Categorical's, differ within it)."""
     h32, h64 = token_entropy(processed), token_entropy(processed.double())  # [L], [L]
     return 4 * ((h32.double() - h64).abs().sum().item() + torch.finfo(torch.float32).eps * max(h64.sum().item(), 1))
+
+
+def probability_rounding(processed: torch.Tensor) -> float:
+    """The float32 rounding of this step's probabilities, measured, relative (the race's margin is): 4 x the largest
+    |p32 - p64| / p64 of two float32 formulas (softmax, and exp of log_softmax: SGLang's) against a float64 rerun,
+    over the probabilities float32 holds as normal numbers."""
+    exact = torch.softmax(processed.double(), dim=-1)  # [L, V]
+    held = exact >= torch.finfo(torch.float32).tiny  # [L, V]
+    routes = (torch.softmax(processed, dim=-1, dtype=torch.float32),
+              torch.log_softmax(processed, dim=-1, dtype=torch.float32).exp())  # [L, V] each
+    return 4 * max(float(((r.double() - exact).abs() / exact)[held].max()) for r in routes)
 
 
 def soft_embeddings(processed: torch.Tensor, embedding) -> torch.Tensor:
