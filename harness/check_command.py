@@ -45,8 +45,9 @@ def _candidate_arguments(chk) -> None:
                           f"({', '.join(ENGINE_RULES)})")
     chk.add_argument("--engine", default=None, metavar="sglang:ALGORITHM",
                      help="check an engine's dLLM algorithm by logit replay (spec/engines.md): sglang:LowConfidence, "
-                          "sglang:JointThreshold, sglang:JointThresholdInDel, or sglang:FILE.py:CLASS (a class written "
-                          "to SGLang's DllmAlgorithm contract)")
+                          "sglang:JointThreshold, sglang:JointThresholdInDel, sglang:Gemma4Renoise (on a "
+                          "DiffusionGemma model, default diffusiongemma), or sglang:FILE.py:CLASS (a class written to "
+                          "SGLang's DllmAlgorithm contract)")
     chk.add_argument("--fdfo", action="store_true",
                      help="with --engine: SGLang's first-done-first-out mode (one step per round, states carried)")
     chk.add_argument("--sglang-root", default=None, metavar="DIR",

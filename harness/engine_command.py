@@ -13,7 +13,6 @@ from veridec.testing.engine_check import check_engine
 from .arguments import UsageError, check_output_dir, check_output_file
 
 ENGINES = ("sglang",)
-DEFAULT_MODEL = "blocks"
 
 
 def run_engine_check(args) -> int:
@@ -25,7 +24,7 @@ def run_engine_check(args) -> int:
     check_output_file(args.json, "--json")
     check_output_dir(args.out, "--out", ("check.md", "check.json", "reproducer.json"))
     try:
-        result = check_engine(algorithm, args.against, model=args.model or DEFAULT_MODEL,
+        result = check_engine(algorithm, args.against, model=args.model,
                               max_examples=200 if args.trials is None else args.trials, seed=args.seed,
                               max_rows=args.max_batch, sglang_root=args.sglang_root, fdfo=args.fdfo)
     except (CandidateError, ValueError) as err:  # ContractError is a ValueError

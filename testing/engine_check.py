@@ -46,6 +46,7 @@ class EngineResult:
     trials_to_detection: int | None = None
     reproducer: dict | None = None
     stand_ins: tuple = STAND_INS
+    logits: str = "float64 logits, tier E"  # what both sides read
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -59,24 +60,32 @@ class EngineResult:
         return engine_markdown(self)
 
 
-def check_engine(algorithm, against: str | None = None, *, model="blocks", config: dict | None = None,
+def check_engine(algorithm, against: str | None = None, *, model=None, config: dict | None = None,
                  max_examples: int = 200, seed: int = 0, max_rows: int = 3, sglang_root=None,
                  indel_ids: tuple | None = None, step_seconds: float = STEP_SECONDS,
                  fdfo: bool = False) -> EngineResult:
     """Hold ``algorithm`` (a built-in SGLang name: LowConfidence, JointThreshold, JointThresholdInDel, loaded
     from an installed sglang or ``sglang_root``; or a class written to SGLang's ``DllmAlgorithm`` contract)
     against the veridec rule ``against`` (threshold, threshold-strict, editing; a built-in's
-    default: its counterpart) on ``max_examples`` drawn cases of up to ``max_rows`` rows on ``model`` (a name
-    or a model). ``config``: algorithm_config entries held fixed. ``indel_ids``: InDel's (DELETE, SPLIT) ids
+    default: its counterpart; diffusiongemma for Gemma4Renoise, spec/engines.md EN8) on ``max_examples`` drawn
+    cases of up to ``max_rows`` rows on ``model`` (a name or a model; default: the rule's, blocks or
+    diffusiongemma). ``config``: algorithm_config entries held fixed. ``indel_ids``: InDel's (DELETE, SPLIT) ids
     (default: the model's two highest ordinary ids). ``fdfo``: SGLang's first-done-first-out mode (one step per
     round, rows at their own blocks, states carried)."""
     cls, config_class, label = _algorithm(algorithm, sglang_root)
     against = _against(algorithm, against)
     differences = BUILT_IN[algorithm][1] if isinstance(algorithm, str) and algorithm in BUILT_IN else ()
+    rule, model = RULES[against], RULES[against].model if model is None else model
+    _check_arguments(max_examples, max_rows, config, step_seconds)
+    if rule.uniform_state:
+        if fdfo:
+            raise ValueError("fdfo: the uniform-state replay runs SGLang's sync loop only (spec/engines.md EN8)")
+        from .engine_renoise_check import check_renoise_engine
+
+        return check_renoise_engine(cls, config_class, label, against, model, config, max_examples, seed, max_rows,
+                                    step_seconds, differences)
     name = model if isinstance(model, str) else type(model).__name__
     loaded = float64_model(load_check_model(model) if isinstance(model, str) else model)
-    _check_arguments(max_examples, max_rows, config, step_seconds)
-    rule = RULES[against]
     indel = tuple(indel_ids) if indel_ids is not None else tuple(ordinary_tokens(loaded)[-2:][::-1])
     build = _builder(cls, config_class, label, loaded.special.mask_id, indel, fdfo)
     result = EngineResult(label, against, name, seed)

@@ -9,7 +9,7 @@ import json
 def engine_markdown(result) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     lines = [f"# veridec check --engine {result.algorithm}: {verdict}", "",
-             f"Against veridec's `{result.against}` rule by logit replay on `{result.model}` (float64 logits, tier E), "
+             f"Against veridec's `{result.against}` rule by logit replay on `{result.model}` ({result.logits}), "
              f"seed {result.seed}: {result.cases} cases, {result.steps} engine steps compared.", ""]
     if result.differences:
         lines += ["Typed outcomes, not failures (stated differences; `stalled`: the rule itself never finishes the "

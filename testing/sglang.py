@@ -23,11 +23,14 @@ from pathlib import Path
 import torch
 
 ALGORITHMS = {"LowConfidence": "low_confidence", "JointThreshold": "joint_threshold",
-              "JointThresholdInDel": "joint_threshold_indel"}  # built-in name -> file in dllm/algorithm/
+              "JointThresholdInDel": "joint_threshold_indel",
+              "Gemma4Renoise": "gemma4_renoise"}  # built-in name -> file in dllm/algorithm/
 LOADED = ("sglang.srt.dllm.config", "sglang.srt.dllm.algorithm.base")  # imported as they are, before the algorithm
 STAND_INS = ("sglang.srt.layers.logits_processor", "sglang.srt.model_executor.forward_batch_info",
              "sglang.srt.model_executor.model_runner", "sglang.srt.server_args", "sglang.srt.utils",
-             "sglang.srt.arg_groups.overrides", "sglang.srt.configs.model_config")
+             "sglang.srt.arg_groups.overrides", "sglang.srt.configs.model_config",
+             "sglang.srt.arg_groups.model_override_base", "sglang.srt.distributed",
+             "sglang.srt.layers.vocab_parallel_embedding", "sglang.srt.model_executor.cuda_graph_config")
 READ_FIELDS = ("batch_size", "input_ids", "dllm_prompt_mask")
 
 
@@ -134,6 +137,12 @@ def _stand_in_fields() -> dict:
               "sglang.srt.model_executor.model_runner": {"ModelRunner": placeholder},
               "sglang.srt.server_args": {"ServerArgs": placeholder},
               "sglang.srt.utils": {"is_npu": lambda: False},
-              "sglang.srt.arg_groups.overrides": {"resolving_view": unavailable},
+              "sglang.srt.arg_groups.overrides": {"resolving_view": unavailable, "declare_resolution": unavailable},
+              "sglang.srt.arg_groups.model_override_base": {"attention_backends_of": unavailable,
+                                                            "model_config_of": unavailable},
+              "sglang.srt.distributed": {"tensor_model_parallel_all_reduce": unavailable},
+              "sglang.srt.layers.vocab_parallel_embedding": {"VocabParallelEmbedding": placeholder},
+              "sglang.srt.model_executor.cuda_graph_config": {"Backend": placeholder, "Phase": placeholder,
+                                                              "with_phase": unavailable},
               "sglang.srt.configs.model_config": {"ModelConfig": placeholder}}
     return fields

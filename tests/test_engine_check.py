@@ -115,7 +115,7 @@ def test_a_class_without_the_contract_is_refused_by_name():
     with pytest.raises(ValueError, match="against: name the veridec rule"):
         check_engine(ThresholdUnmasking)
     with pytest.raises(ContractError, match="algorithm must be one of LowConfidence"):
-        check_engine("Gemma4Renoise")
+        check_engine("HierarchyBlock")
 
 
 class EditRuleAlgorithm:

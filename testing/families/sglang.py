@@ -118,9 +118,11 @@ class EngineRule:
     one block; ``knobs`` maps the algorithm_config keys a case draws to their strategies."""
 
     name: str
-    rule: Callable
+    rule: Callable | None
     knobs: dict
     clause: str = ""
+    uniform_state: bool = False  # replayed by testing.engine_renoise (a DiffusionGemma model, canvases, streams)
+    model: str = "blocks"  # the model a check runs on by default
 
 
 def _strict_threshold(divergence) -> bool:
@@ -170,6 +172,21 @@ INDEL = (Difference("indel-token", "InDel reads the DELETE / SPLIT tokens as edi
          Difference("update-cap", "InDel commits every mask left after block_size + max_post_edit_steps updates "
                     "(final cleanup); ED5 goes on", _update_cap))
 
+def _near_tie(divergence) -> bool:
+    """The rule's decision at the diverging step is within measured rounding: an entropy margin (acceptance, stop)
+    within its entropies' rounding, or the race's relative margin within its probabilities' (RenoiseDecision)."""
+    return divergence.kind in ("decision", "done") and divergence.config.get("near_tie", False) is True
+
+
+NEAR_TIE = Difference("near-tie", "SGLang computes entropies as -sum(p log p) and probabilities as exp(log_softmax) "
+                      "in float32; transformers with Categorical and softmax: equal up to rounding, so a decision may "
+                      "differ only where the rule's margin is within the measured rounding", _near_tie)
+TEMPERATURE_ROUNDING = Difference(
+    "temperature-rounding", "SGLang computes the schedule t_min + (t_max - t_min) * step / N in Python floats and "
+    "rounds it once to float32; transformers (DG3.2) in float32 tensor arithmetic: one ulp apart at some steps, "
+    "which at low temperatures moves the self-conditioning signal past rounding; explains a signal that is the "
+    "soft embedding at SGLang's temperature", lambda d: d.kind == "self-conditioning" and
+    d.config.get("engine_temperature", False))
 THRESHOLD_KNOBS = {"threshold": st.sampled_from(THRESHOLDS) | at_confidence(1, 3)}
 EDIT_KNOBS = {"threshold": st.sampled_from(THRESHOLDS[1:] + (0.95,)) | at_confidence(1, 3),
               "edit_threshold": st.sampled_from(EDIT_THRESHOLDS), "max_post_edit_steps": st.sampled_from(POST_STEPS)}
@@ -182,7 +199,11 @@ RULES = {
                                    THRESHOLD_KNOBS, "Fast-dLLM's threshold rule read strictly (c > threshold)"),
     "editing": EngineRule("editing", edit_rule, EDIT_KNOBS,
                           "LLaDA2.1's edit rule and block loop (spec/editing.md ED4-ED5), greedy"),
+    "diffusiongemma": EngineRule("diffusiongemma", None, {}, "DiffusionGemma's step and stop (spec/diffusiongemma.md "
+                                 "DG3-DG4) with SGLang's per-request streams (spec/engines.md EN8)",
+                                 uniform_state=True, model="diffusiongemma"),
 }
 # SGLang's built-in algorithms: the rule each is held against and the differences it states or veridec documents
 BUILT_IN = {"LowConfidence": ("threshold", (STRICT,)), "JointThreshold": ("editing", (STEP_CAP,)),
-            "JointThresholdInDel": ("editing", (STEP_CAP, *INDEL))}
+            "JointThresholdInDel": ("editing", (STEP_CAP, *INDEL)),
+            "Gemma4Renoise": ("diffusiongemma", (NEAR_TIE, TEMPERATURE_ROUNDING))}
