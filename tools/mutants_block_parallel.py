@@ -403,8 +403,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cli-exactness-sdar-unknown",
         "harness/cli.py",
-        "    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS]\n",
-        "    others = [*exactness.EVENT_DECODERS]\n",
+        "    others = [*exactness.EVENT_DECODERS, *exactness.SDAR_DECODERS, *exactness.FAMILY_DECODERS]\n",
+        "    others = [*exactness.EVENT_DECODERS, *exactness.FAMILY_DECODERS]\n",
         "veridec exactness no longer knows the sdar-* decoders: --decoders sdar-static is refused and the "
         "default table has no sdar rows",
         "spec/exactness.md E2", (CLI, ROWS),
