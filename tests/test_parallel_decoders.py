@@ -64,6 +64,18 @@ def test_one_layer_caches_are_exact_for_every_rule(small_model, name, layout, ca
     assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))
 
 
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+@pytest.mark.parametrize("name", ["dapd-hq", "dapd-ht"])
+def test_one_layer_caches_are_exact_for_dapd_on_a_shifted_model(small_model, cache, name):
+    """P8, P12 on purpose, not by draw: a cached DAPD step on Dream reads attention at each token's query
+    position, one column before the token (the draws of the test above reach this pair only now and then)."""
+    for seed in range(3):
+        model = small_model("dream", seed, num_layers=1)
+        prompt, mask = left_padded([5, 3], seed)
+        kw = dict(rule=PRESETS[name], gen_length=8, block_length=4)
+        assert_same(reference(model, prompt, mask, **kw), optimized(model, prompt, mask, cache=cache, **kw))
+
+
 def test_klass_history_on_the_dual_cache_differs_from_the_reference(small_model):
     """The dual cache never computes the suffix between refreshes, so KLASS's KL history of the next block's
     positions spans a whole block there, one step in the reference: exact in one layer only for the prefix
