@@ -25,6 +25,7 @@ from tools.mutants_narrow import MUTANTS as NARROW
 from tools.mutants_own_model import MUTANTS as OWN_MODEL
 from tools.mutants_product import MUTANTS as PRODUCT
 from tools.mutants_product2 import MUTANTS as PRODUCT2
+from tools.mutants_round2 import MUTANTS as ROUND2
 from tools.mutants_revocable import MUTANTS as REVOCABLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def test_all_catalogues_load_as_one_with_unique_names():
     assert len(every) == (len(MUTANTS) + len(INDEPENDENT) + len(CHECKER) + len(REVOCABLE) + len(BLOCK_CACHE)
                           + len(OWN_MODEL) + len(BLOCK_DIFFUSION) + len(HOSTILE) + len(BLOCK_PARALLEL)
                           + len(PRODUCT) + len(LLADA2) + len(PRODUCT2) + len(NARROW) + len(CHECKER_BLOCK)
-                          + len(FASTDLLM_V2) + len(DRAWS))
+                          + len(FASTDLLM_V2) + len(DRAWS) + len(ROUND2))
     assert len({m.name for m in every}) == len(every)  # repeated names carry their catalogue's stem
     assert len(CHECKER) >= 30 and {m.area for m in CHECKER} >= {"testing", "harness", "proofs_checks", "tools",
                                                                  "veridec/adapters", "veridec/recording"}

@@ -637,7 +637,7 @@ CATALOGUES = ("tools/mutants.py", "tools/mutants_independent.py", "tools/mutants
               "tools/mutants_product.py", "tools/mutants_llada2.py", "tools/mutants_product2.py",
               "tools/mutants_narrow.py",
               "tools/mutants_checker_block.py", "tools/mutants_fastdllm_v2.py",
-              "tools/mutants_draws.py")
+              "tools/mutants_draws.py", "tools/mutants_round2.py")
 
 
 def load_catalogue(path: str | None) -> list[Mutant]:
