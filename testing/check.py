@@ -243,11 +243,12 @@ def _judge(result: CheckResult, mode: Tier, baseline: dict | None, setup: CheckS
 def _strategy(exact_law: bool, mode: Tier, model, goal, fit, names: set, cache: str, max_batch: int,
               padding: bool | None, settings):
     """The cases a check draws: small one-row cases on an oracle (ST7), else cases of the settings the candidate
-    names (padding drawn where it takes an ``attention_mask`` unless told)."""
+    names (padding drawn where both sides take an ``attention_mask`` unless told: a callable target may not)."""
     if exact_law:
         check_law_target(goal, cache)
         return oracle_cases(model, names)
-    padding = fit.takes("attention_mask") if padding is None else padding
+    both = fit.takes("attention_mask") and (goal.fit is None or goal.fit.takes("attention_mask"))
+    padding = both if padding is None else padding
     return cases(model, goal, names, fit.defaults, max_batch, padding, settings, sampled=mode.sampled)
 
 

@@ -332,3 +332,24 @@ def test_a_candidate_that_calls_by_keyword_is_checked():
         model, prompt, steps, gen_length, block_length, mask_id, per_step=2)
     assert not check_decoder(twice, "llada", model="tiny-llada", settings=settings, max_examples=10,
                              knobs=False).passed
+
+
+def _llada_greedy(attention_mask_taken: bool):
+    """veridec's LLaDA reference in the official convention, with or without an ``attention_mask`` parameter."""
+    from veridec.reference.llada import generate
+
+    def with_mask(model, prompt, attention_mask=None, steps=4, gen_length=4, block_length=4, mask_id=None):
+        return generate(model, prompt, attention_mask, steps, gen_length, block_length, mask_id=mask_id).canvas
+
+    def without_mask(model, prompt, steps=4, gen_length=4, block_length=4, mask_id=None):
+        return generate(model, prompt, None, steps, gen_length, block_length, mask_id=mask_id).canvas
+
+    return with_mask if attention_mask_taken else without_mask
+
+
+def test_padded_cases_only_where_both_sides_take_a_mask():
+    """A callable target without ``attention_mask`` gets no padded cases even where the candidate takes one (it
+    cannot be handed the mask): the same decoder on both sides passes, with every case one row or unpadded."""
+    result = check_decoder(_llada_greedy(True), _llada_greedy(False), convention="llada", model="tiny-llada",
+                           tier="E", max_examples=25, knobs=False)
+    assert result.passed and result.trials == 25, result.report()
