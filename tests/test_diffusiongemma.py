@@ -329,12 +329,27 @@ def test_per_row_generators_make_a_batch_row_its_lone_decode(shipped):
     assert not all(all(_batch_against_alone(optimized.generate, shipped, seed, one)) for seed in range(3))
 
 
+@pytest.mark.parametrize("live", [[True, False, True], [False, True, False]])
+def test_a_stopped_row_draws_no_noise(live):
+    """DG6.5: with one generator per row, a live row draws its canvas's noise ``randint(0, V, (L,))`` from its own
+    generator and a row stopped within the canvas draws nothing: its noise is zeros and its generator is where it
+    was (its stream stays in step with its lone decode)."""
+    generators = [torch.Generator().manual_seed(10 + b) for b in range(3)]
+    noise = rule.draw_noise((3, 6), 9, generators, "cpu", torch.tensor(live))
+    for b, is_live in enumerate(live):
+        fresh = torch.Generator().manual_seed(10 + b)
+        own = torch.randint(0, 9, (6,), generator=fresh) if is_live else torch.zeros(6, dtype=torch.long)
+        assert torch.equal(noise[b], own) and torch.equal(generators[b].get_state(), fresh.get_state())
+
+
 def test_bad_generator_lists_are_refused(shipped):
     """DG6.5: a list of generators needs one per row, each a torch.Generator; refused by name in both decoders."""
     prompt = torch.tensor(SAME_LENGTH[:2], device="cpu")
     for decode in (reference.generate, optimized.generate):
         with pytest.raises(ValueError, match=r"generator: a list of generators needs one per prompt row \(2\), got 1"):
             decode(shipped, prompt, generator=[torch.Generator()])
+        with pytest.raises(ValueError, match=r"generator: a list of generators needs one per prompt row \(2\), got 3"):
+            decode(shipped, prompt, generator=[torch.Generator() for _ in range(3)])
         with pytest.raises(ValueError, match=r"generator\[1\] must be a torch.Generator"):
             decode(shipped, prompt, generator=(torch.Generator(), 7))
 

@@ -9,6 +9,7 @@ import torch
 from veridec.harness import diffusiongemma_rows, fastdllm_v2_rows
 from veridec.harness.exactness import all_exact, not_exact, row_plan, table_for_model, table_units
 from veridec.harness.family_rows import FAMILY_DECODERS, family_of, load_table_model
+from veridec.harness.rows import Sides, TableInputs
 from veridec.harness.workloads import table_models
 from veridec.optimized import diffusiongemma as cached
 from veridec.rules import diffusiongemma as dg_rule
@@ -145,3 +146,56 @@ def test_below_float32_the_rounded_rows_are_tier_a():
     rows = {r.variant: r for r in _dg_table("diffusiongemma-random", model, n=2, gen=16)}
     assert {v: r.tier for v, r in rows.items()} == {"cached": "E", "batch": "A", "padded": "A"}
     assert rows["cached"].exact and rows["cached"].max_logit_error == 0 and all_exact(list(rows.values()))
+
+
+# ------------------------------------------------------------------------- the comparisons against known answers
+def test_a_diffusiongemma_row_reports_its_largest_logit_error(shipped_dg):
+    """The row's ``max_logit_error`` is the largest over its rows (E6): the reference decode against itself with
+    one logit of row 0 moved by 0.25 and one of row 1 by 0.5 (row 2 untouched) reports 0.5, events and tokens
+    all equal."""
+    prompt, mask = diffusiongemma_rows.prompts(shipped_dg, 3, 0)
+    inputs = TableInputs("diffusiongemma", shipped_dg, prompt, mask, 16, 16)
+    out, calls, _ = diffusiongemma_rows._reference(inputs)
+    moved = [logits.clone() for logits in calls]  # [B, L, V] each
+    moved[0][0, 0, 0] += 0.25
+    moved[0][1, 0, 0] += 0.5
+    pads = diffusiongemma_rows.pads(mask)
+    cached_kind = diffusiongemma_rows.kinds(shipped_dg)[0]
+    row = diffusiongemma_rows.compared(inputs, "diffusiongemma", cached_kind,
+                                       Sides([(out, calls, pads)], [(out, moved, pads)], 1.0))
+    assert cached_kind.label == "cached" and row["max_logit_error"] == 0.5
+    assert row["commit_order_match"] == 1 and row["token_match"] == 1
+
+
+def _view(steps, prompt_length=2, canvas=4):
+    tokens = torch.tensor([2, 5] + [7] * canvas)  # [prompt_length + canvas]
+    return diffusiongemma_rows.RowView(steps, tokens, [torch.zeros(canvas, 3) for _ in steps], prompt_length)
+
+
+def test_a_row_with_an_extra_step_in_its_canvas_has_other_events():
+    """E6: the same events at every step of the expected row's canvases. A measured row that takes one more step
+    inside the canvas (a renoising then an acceptance where the expected row accepted at once) has other events,
+    though its first step's events are the expected ones; steps on later canvases (positions past the expected
+    row) are left out."""
+    first = {("accept", 2, 9, 7), ("accept", 3, 9, 7), ("accept", 4, 9, 7), ("accept", 5, 9, 7)}
+    extra = {("accept", 2, 7, 7), ("accept", 3, 7, 7), ("accept", 4, 7, 7), ("renoise", 5, 7, 8)}
+    later = {("accept", 6, 9, 0)}  # a later canvas: past the expected row's 6 positions
+    expected = _view([first])
+    assert diffusiongemma_rows.row_agreement(expected, _view([first, later]), pad_id=0)[0]
+    assert not diffusiongemma_rows.row_agreement(expected, _view([first, extra]), pad_id=0)[0]
+    assert not diffusiongemma_rows.row_agreement(expected, _view([first, extra, later]), pad_id=0)[0]
+
+
+def test_a_fastdllm_v2_row_counts_the_measured_tokens(tiny_v2):
+    """E7: ``token_match`` is the share of generated tokens the measured decode shares with the expected one: the
+    reference decode against itself with one generated token changed (2 rows x 16 generated) reports 31/32,
+    its commit order still equal."""
+    prompt, mask = fastdllm_v2_rows.prompts(tiny_v2, 2, 0)
+    inputs = TableInputs(fastdllm_v2_rows.MODEL, tiny_v2, prompt, mask, 16, 16)
+    expected = fastdllm_v2_rows._reference(inputs)[0]
+    canvas = expected.canvas.clone()  # [2, P + 16]
+    canvas[1, -1] = (canvas[1, -1] + 1) % tiny_v2.vocab_size
+    kind = fastdllm_v2_rows.kinds(tiny_v2)[0]
+    row = fastdllm_v2_rows.compared(inputs, "fastdllm-v2", kind, Sides([expected], [expected._replace(canvas=canvas)],
+                                                                         1.0))
+    assert row["token_match"] == round(31 / 32, 4) and row["commit_order_match"] == 1
