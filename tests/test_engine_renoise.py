@@ -357,3 +357,128 @@ def test_a_bad_renoise_step_is_a_failure_naming_the_step(index):
     result = check_engine(cls, "diffusiongemma", max_examples=3, max_rows=1)
     assert not result.passed and result.failure.kind == "contract" and said in result.failure.message
     assert "step 0" in result.failure.message, result.failure.message
+
+
+# -- the comparison's own parts, each held to a truth made by hand (the mutation gate's survivors) --
+
+STAGGERED = CASES[70]  # SGLang recorded row 0 stopping at step 1 (confident), row 1 at its last step, 2
+
+
+def _flag_and_frozen_variants():
+    """Engines whose canvases are the rule's at every step where it decides, wrong only in a done flag or in a row
+    the rule has finished (EN8: each row's canvas and done flag are compared, a finished row is frozen)."""
+    base = _example("sglang_renoise").RenoiseSampler
+
+    class DoneFlagOneStepLate(base):  # a row says done one step after it stopped (its argmax canvas on time)
+        def step(self, forward_batch, full_logits, states):
+            before = [s["done"] for s in states]
+            done = super().step(forward_batch, full_logits, states)
+            return [d and b for d, b in zip(done, before)]
+
+    class DoneFlagOneStepEarly(base):  # a row says done with one step left, its canvas still the renoised one
+        def step(self, forward_batch, full_logits, states):
+            done = super().step(forward_batch, full_logits, states)
+            return [d or s["left"] == 1 for d, s in zip(done, states)]
+
+    class RenoisesFinishedRows(base):  # a finished row keeps drawing noise from its generator, still done
+        def step(self, forward_batch, full_logits, states):
+            for state in (s for s in states if s["done"]):
+                state["canvas"] = torch.randint(self.vocab, (self.size,), generator=state["generator"],
+                                                device=state["canvas"].device)  # [L]
+            return super().step(forward_batch, full_logits, states)
+
+    return {cls.__name__: cls for cls in (base, DoneFlagOneStepLate, DoneFlagOneStepEarly, RenoisesFinishedRows)}
+
+
+def _replay_staggered(cls):
+    from veridec.testing.engine_renoise_check import renoise_builder, run_renoise_case
+    from veridec.testing.sglang import EngineConfig
+
+    model = renoise_model("diffusiongemma")
+    return run_renoise_case(renoise_builder(cls, EngineConfig, cls.__name__, model), (), model, STAGGERED["case"],
+                            10.0, record=True)
+
+
+@pytest.mark.parametrize("name, kind, step, row, said", [
+    ("DoneFlagOneStepLate", "done", 1, 0, "the engine goes on where the rule stops the row"),
+    ("DoneFlagOneStepEarly", "done", 1, 1, "the engine says the row is done where the rule goes on"),
+    ("RenoisesFinishedRows", "decision", 2, 0, "the engine changed a row the rule has finished"),
+])
+def test_a_wrong_done_flag_or_a_changed_finished_row_fails_where_the_canvas_agrees(name, kind, step, row, said):
+    """Golden case 70 (two rows, 3 steps): SGLang's recorded flags stop row 0 at step 1 and row 1 at step 2, and
+    the example from scratch takes them; each variant (its canvases the rule's wherever the rule decides) fails at
+    the step and row the recorded flags name."""
+    assert [s["engine"]["done"] for s in STAGGERED["steps"]] == [[False, False], [True, False], [True, True]]
+    variants = _flag_and_frozen_variants()
+    verdict, correct = _replay_staggered(variants["RenoiseSampler"])
+    assert verdict == "pass" and [recorded(s) for s in correct.transcript] == [recorded(s) for s in
+                                                                               STAGGERED["steps"]]
+    verdict, replay = _replay_staggered(variants[name])
+    found = replay.divergence
+    assert verdict == "fail", f"{name} passed the replay of golden case 70"
+    assert (found.kind, found.step, found.row) == (kind, step, row), found.message
+    assert said in found.message, found.message
+
+
+SEED, LENGTH, VOCAB = 0, 32, 64
+FLAT = {"max_denoising_steps": 4, "entropy_bound": 1000.0, "t_min": 1.0, "t_max": 1.0, "stability_threshold": 1,
+        "confidence_threshold": 0.005, "seed": SEED}  # temperature 1: the processed logits are the logits
+
+
+def _race_logits(gaps: list[float]) -> torch.Tensor:
+    """Logits [L, V] whose race (EN8: argmax p / e, e the row's exponential draw after its start) is won by token 0
+    at every position j with relative margin gaps[j] / (1 + gaps[j]): log e, plus log(1 + gap) on token 0, so
+    p / e is one constant times (1 + gap) on token 0 and the constant elsewhere. The draws are the stated stream's,
+    drawn here from the seed."""
+    generator = torch.Generator(device="cpu").manual_seed(SEED)
+    torch.randint(VOCAB, (LENGTH,), generator=generator, device="cpu")  # the canvas's start
+    race = torch.empty(LENGTH, VOCAB, dtype=torch.float32, device="cpu").exponential_(1.0, generator=generator)
+    logits = race.double().log()  # [L, V]
+    logits[:, 0] += torch.tensor(gaps, dtype=torch.float64, device="cpu").log1p()
+    return logits.float()
+
+
+def _decide(logits: torch.Tensor, **knobs):
+    return RenoiseRule({**FLAT, **knobs}, "r", VOCAB, LENGTH, "cpu").step(logits)
+
+
+def _entropies(logits: torch.Tensor) -> torch.Tensor:
+    probs = torch.softmax(logits.double(), dim=-1)  # [L, V]
+    return -(probs * probs.log()).sum(-1)  # [L] float64, -sum p log p
+
+
+def test_a_race_margin_above_the_probabilities_rounding_is_no_near_tie():
+    """One position's race won by a relative 1e-5 (the others by 1/2; the entropy bound and stop far): beyond the
+    probabilities' relative rounding, so no near tie, though within the entropies' (which do not bound a race)."""
+    gaps = [1.0] * LENGTH
+    gaps[5] = 1e-5
+    logits = _race_logits(gaps)
+    decision = _decide(logits)
+    assert (decision.sample == 0).all()
+    assert decision.margin == pytest.approx(1e-5 / (1 + 1e-5), abs=1e-6)
+    assert sglang_renoise.probability_rounding(logits) < 5e-6 and decision.rounding > 2e-5  # the premise
+    assert not decision.near_tie
+
+
+def test_the_stop_margin_counts_only_where_the_canvas_is_stable():
+    """The confidence threshold at the mean entropy (float64 by hand): a near tie where stability holds (k = 0);
+    at a canvas's first step with k = 1 stability has already decided (no stop), so the margin is the race's 1/2."""
+    logits = _race_logits([1.0] * LENGTH)
+    threshold = _entropies(logits).mean().item()
+    stable = _decide(logits, stability_threshold=0, confidence_threshold=threshold)
+    assert stable.near_tie and stable.margin < stable.rounding
+    unstable = _decide(logits, stability_threshold=1, confidence_threshold=threshold)
+    assert not unstable.done and not unstable.near_tie
+    assert unstable.margin == pytest.approx(0.5, abs=1e-6)
+
+
+def test_the_acceptance_margin_is_against_the_sums_before_each_rank():
+    """DG3.4's margin min_k |C_k - H_(k) - bound| by hand on (4, 1, 2): the sums before each rank are 0, 1, 3
+    (C_k itself would be 1, 3, 7); and in a decision, a bound of 0 is a near tie (rank 0's sum before it is 0)."""
+    entropy = torch.tensor([4.0, 1.0, 2.0], device="cpu")
+    assert sglang_renoise._acceptance_margin(entropy, 0.1) == pytest.approx(0.1)
+    assert sglang_renoise._acceptance_margin(entropy, 7.0) == pytest.approx(4.0)
+    logits = _race_logits([1.0] * LENGTH)
+    assert _entropies(logits).min().item() > 1  # every inclusive sum C_k is far from 0 and 1e-3
+    assert _decide(logits, entropy_bound=1e-3).margin == pytest.approx(1e-3)
+    assert _decide(logits, entropy_bound=0.0).near_tie
