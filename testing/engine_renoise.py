@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .engines import Divergence, Replay, _Diverged
+from .engines import Divergence, Replay, _Diverged, replayed
 from .families.sglang_renoise import RenoiseRule
 from .guard import CandidateExited, CandidateTimedOut, guarded
 from .sglang import ContractError
@@ -166,14 +166,7 @@ class RenoiseRun:
 def replay_renoise_case(algorithm, model, case: dict, record: bool = False, step_seconds: float = 10.0) -> Replay:
     """Replay ``case`` ({"prompts", "canvases", "config"}: flat knobs, optional "rid") through ``algorithm`` (a
     built Gemma4Renoise) against DiffusionGemma's rule on ``model`` (a DiffusionGemmaPredictor)."""
-    run = RenoiseRun(algorithm, model, case, record, step_seconds)
-    replay = Replay(case)
-    try:
-        run.all_rounds()
-    except _Diverged as stop:
-        replay.divergence = stop.divergence
-    replay.steps, replay.transcript = run.steps, run.transcript
-    return replay
+    return replayed(RenoiseRun(algorithm, model, case, record, step_seconds), case)
 
 
 

@@ -82,7 +82,12 @@ def replay_case(algorithm, rule, model, case: dict, record: bool = False,
     """Replay ``case`` ({"prompts", "gen_length", "block_size", "config"}, optionally "rounding") through
     ``algorithm`` (a built engine algorithm) against ``rule`` (an ``EngineRule``) on ``model`` (a float64 copy:
     ``float64_model``)."""
-    run = _Run(algorithm, rule, model, case, record, step_seconds)
+    return replayed(_Run(algorithm, rule, model, case, record, step_seconds), case)
+
+
+def replayed(run, case: dict) -> Replay:
+    """``run`` (a replay's run: ``all_rounds`` raising ``_Diverged`` at the first divergence) played out on
+    ``case``: its steps, transcript and divergence (None: none)."""
     replay = Replay(case)
     try:
         run.all_rounds()
