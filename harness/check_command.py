@@ -22,6 +22,7 @@ from veridec.testing.families.sglang import RULES as ENGINE_RULES
 
 from .child import child_status, saved_streams
 from .engine_command import run_engine_check
+from .verdict_files import print_and_write_verdict
 from .arguments import UsageError, check_output_dir, check_output_file, integer, model_help, number, probability, seed
 
 # --against -> its --model default (else default)
@@ -182,15 +183,7 @@ def _thread_failed(failure) -> None:
 
 def _write_verdict(args, tier, baseline: dict | None, result) -> int:
     """The report on stdout and in the files asked for (a baseline written when there was none); the exit code."""
-    report = result.markdown()
-    print(report, end="")
-    data = json.dumps(result.to_dict(), indent=2, default=str)
-    if args.json:
-        write_text_atomic(args.json, data)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(args.out / "check.md", report)
-        write_text_atomic(args.out / "check.json", data)
+    print_and_write_verdict(args, result)
     if tier.uses_baseline and args.baseline and baseline is None:
         write_text_atomic(args.baseline, json.dumps(result.metrics, indent=2))
         print(f"baseline written to {args.baseline}")

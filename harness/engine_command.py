@@ -11,6 +11,7 @@ from veridec.testing.candidates import CandidateError
 from veridec.testing.engine_check import check_engine
 
 from .arguments import UsageError, check_output_dir, check_output_file
+from .verdict_files import print_and_write_verdict
 
 ENGINES = ("sglang",)
 
@@ -29,17 +30,9 @@ def run_engine_check(args) -> int:
                               max_rows=args.max_batch, sglang_root=args.sglang_root, fdfo=args.fdfo)
     except (CandidateError, ValueError) as err:  # ContractError is a ValueError
         raise UsageError(str(err)) from err
-    report = result.markdown()
-    print(report, end="")
-    data = json.dumps(result.to_dict(), indent=2, default=str)
-    if args.json:
-        write_text_atomic(args.json, data)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(args.out / "check.md", report)
-        write_text_atomic(args.out / "check.json", data)
-        if result.reproducer is not None:
-            write_text_atomic(args.out / "reproducer.json", json.dumps(result.reproducer))
+    print_and_write_verdict(args, result)
+    if args.out and result.reproducer is not None:
+        write_text_atomic(args.out / "reproducer.json", json.dumps(result.reproducer))
     return 0 if result.passed else 1
 
 
