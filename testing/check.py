@@ -76,6 +76,7 @@ class CheckResult:
     case_timeout: float | None = None  # seconds per candidate call when given (else derived per case)
     candidate_model: str | None = None  # the user's own model the candidate ran on (spec EC9): its factory or type
     model_difference: float | None = None  # its preflight logit difference from veridec's model
+    numeric_error: float = 0.0  # the error that excuses ties: the one asked for, widened to model_difference
     agreement: str | None = None  # tier A: vLLM's token-agreement rule when asked for (spec EC10), in words
 
     def to_dict(self) -> dict:
@@ -209,6 +210,7 @@ def _check(candidate: Callable, against, o: _Options) -> CheckResult:
                          source=getattr(candidate, "__veridec_source__", None), module=getattr(candidate, "__module__",
                          None), alpha=o.alpha, delta=o.delta, samples=o.samples, official_mode=o.official_defects,
                          case_timeout=o.case_timeout, candidate_model=own_label, model_difference=difference,
+                         numeric_error=numeric_error,
                          agreement=None if rule is None else rule.describe())
     level = o.alpha / (1 if case is not None else max_examples)  # tier S: Bonferroni over the cases run
     setup = CheckSetup(candidate, fit, goal, model, convention, o.ties, numeric_error, mode.measures_logits,

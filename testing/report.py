@@ -41,7 +41,8 @@ def markdown(result) -> str:
              f"{result.skipped} refused by the target)"]
     if result.candidate_model is not None:
         lines.append(f"- candidate ran on its own model `{result.candidate_model}` (preflight: logits within "
-                     f"{result.model_difference:.3g} of veridec's model, the numeric error that excuses ties)")
+                     f"{result.model_difference:.3g} of veridec's model; ties within {result.numeric_error:.3g} "
+                     "excused: the larger of that and numeric_error)")
     if result.agreement is not None:
         lines.append(f"- token agreement: {result.agreement}")
     if TIERS[result.tier].reports_metrics:

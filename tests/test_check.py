@@ -275,6 +275,31 @@ def test_a_wrong_nfe_and_a_decoder_that_never_stops_are_reported():
     assert not result.passed and "model calls (stopped there)" in result.failure.problems[0]
 
 
+def test_the_commit_order_is_held_when_only_the_candidates_trace_has_events(small_model):
+    """EC1: the target's commits are final (its trace has no events); the candidate's calls, all full forwards,
+    give its reconstructed trace events. The commit orders are compared all the same: the calls as made are
+    exact, the same canvas and costs with one call unseen (two steps merged) diverge on the commit order."""
+    from veridec.testing.exact import CaseOutcome, compare_sides
+    from veridec.testing.running import Side
+
+    model = small_model("llada", 3)
+    prompt = torch.tensor([[5, 6, 7]])
+    verdicts = []
+    for drop_a_call in (False, True):
+        proxy = RecordingModel(model)
+        decoded = llada_generate(proxy, prompt, None, steps=4, gen_length=4, block_length=4)
+        if drop_a_call:
+            del proxy.calls[2]
+        recorded = proxy.trace(decoded.canvas, prompt.shape[1])
+        assert decoded.trace.events is None and recorded.events is not None  # the case the clause is about
+        outcome = CaseOutcome({}, "pending", target=Side(decoded.canvas, decoded.trace, decoded.trace.counters),
+                              candidate=Side(decoded.canvas.clone(), recorded, decoded.trace.counters))
+        compare_sides(outcome, model, prompt, None)
+        verdicts.append((outcome.verdict, outcome.problems))
+    assert verdicts[0] == ("exact", [])
+    assert verdicts[1][0] == "diverged" and verdicts[1][1][0].startswith("commit order differs from step 1"), verdicts
+
+
 def test_tier_a_measures_and_fails_only_against_its_baseline():
     """Tier A runs every case and measures: the correct example is exact everywhere with the target's costs and
     the dual cache's own logit error; the stale cache is not, and its logit error is larger. A baseline better in

@@ -70,6 +70,34 @@ def test_models_that_are_not_the_same_function_are_refused(example):
             check_decoder(hooked, "llada", model="tiny-llada", max_examples=2, candidate_model=candidate_model)
 
 
+def test_the_numeric_error_is_the_larger_of_the_one_asked_for_and_the_preflight_difference(example):
+    """EC9: a float64 copy of the weights differs from veridec's float32 model by rounding alone (a difference
+    > 0): asked for numeric_error 0, ties within that difference are excused; asked for more than an exact
+    wrapper's difference (0), the larger one stands."""
+    hooked, my_llada = example
+    run = dict(model="tiny-llada", max_examples=2, knobs=False)
+    double = my_llada(load_check_model("tiny-llada").to(torch.float64))
+    widened = check_decoder(hooked, "llada", candidate_model=double, **run)
+    assert 0 < widened.model_difference == widened.numeric_error < 1e-5
+    kept = check_decoder(hooked, "llada", candidate_model=OWN, numeric_error=1e-3, **run)
+    assert kept.model_difference == 0.0 and kept.numeric_error == 1e-3
+    assert "ties within 0.001 excused" in kept.markdown()
+
+
+def test_a_candidate_that_never_stops_on_its_own_model_is_stopped_at_the_call_limit():
+    """EC9 with EC2: the recording at the user's module enforces the call limit too (a candidate that loops is
+    stopped after 2 x the target's calls + 64, well inside its time limit, not timed out)."""
+    def never_stops(model, prompt, steps=128, gen_length=128, block_length=128, temperature=0.0,
+                    remasking="low_confidence", mask_id=126336):
+        x = torch.cat([prompt, torch.full((prompt.shape[0], gen_length), mask_id)], dim=1)
+        while True:
+            model(x)
+
+    result = check_decoder(never_stops, "llada", model="tiny-llada", max_examples=1, candidate_model=OWN,
+                           knobs=False, case_timeout=20.0)
+    assert not result.passed and "model calls (stopped there)" in result.failure.problems[0], result.markdown()
+
+
 def test_the_preflight_measures_rounding_and_refuses_wrong_outputs(example):
     _, my_llada = example
     model = load_check_model("tiny-llada")
