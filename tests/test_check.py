@@ -15,7 +15,7 @@ from hypothesis import given, settings
 
 from veridec.adapters import DreamConvention, FastDLLMConvention, LLaDAConvention, adapt
 from veridec.harness.cli import main
-from veridec.numerics import assert_close_measured, tolerance
+from veridec.numerics import assert_close_measured, max_abs, tolerance
 from veridec.recording import RecordingModel
 from veridec.reference.llada import generate as llada_generate
 from veridec.testing import CandidateError, check_decoder, load_check_model, load_candidate
@@ -159,6 +159,10 @@ def test_dream_adapter_gives_raw_shifted_logits_and_reads_the_official_mask():
     measured = tolerance(finite(aligned), finite(float64_logits(model, x, attention_mask=mask)))
     assert_close_measured(finite(shifted[0]), finite(aligned[0]), measured, "row 0, shifted back")
     assert_close_measured(finite(shifted[1, 4:]), finite(aligned[1, 4:]), measured, "padded row 1, shifted back")
+    gapped = torch.cat([torch.arange(3), torch.arange(3, 7) + 5]).expand_as(x)  # [B, L] not a constant shift
+    moved = DreamConvention(model)(x, None, gapped).logits
+    assert torch.equal(moved, model.raw_forward(x, gapped, key_mask=torch.ones_like(keys)).logits)
+    assert max_abs(finite(moved), finite(DreamConvention(model)(x).logits)) > 1e3 * measured  # tok_idx is read
     with pytest.raises(ValueError, match="Dream-layout"):
         adapt(load_check_model("tiny-llada"), "dream")
     with pytest.raises(ValueError, match="convention must be"):
