@@ -108,7 +108,7 @@ WRITTEN = [
            "torch.arange(width, device=r.device) >= width - len(r)",
            "torch.arange(width, device=r.device) > width - len(r)",
            "reward attention mask off by one: each row's first real token is masked as padding",
-           "spec/guidance.md G3", ()),
+           "spec/guidance.md G3", ("tests/test_reward_training.py",)),
 
     # ------------------------------------------------------------------ trace / compare / decoding (4)
     Mutant("counter-query-positions-per-row", "veridec/trace.py",
