@@ -210,6 +210,30 @@ def test_unjudged_cases_are_counted_with_why():
     assert entry["max_error"] == 0.1 and entry["k_measured"] is None
 
 
+def test_sdars_greedy_flips_are_judged_whatever_top_k_and_top_p_say():
+    """BD6.1: at temperature 0 SDAR ranks by the unfiltered softmax's probability, so top-k / top-p change nothing
+    it decides (a decode with top-k 1 and top-p 0.1 records the confidences of one without) and its flips are
+    judged by probability against confidence_threshold; Dream's filtered law and any draw are not judged."""
+    from veridec.models import random_model
+    from veridec.reference.block_diffusion import block_diffusion_generate
+    from veridec.testing.families.dream import dream_flip_score
+    from veridec.testing.families.sdar import sdar_flip_score
+
+    model = random_model("sdar", 3, dtype=torch.float64, num_layers=1, hidden_size=32, num_heads=4, num_kv_heads=2,
+                         intermediate_size=48)
+    run = dict(gen_length=8, block_length=4, denoising_steps=4, temperature=0.0, confidence_threshold=0.3)
+    plain, filtered = (block_diffusion_generate(model, torch.tensor([[5, 6, 7]]), **run, **extra)
+                       for extra in ({}, {"top_k": 1, "top_p": 0.1}))
+    assert torch.equal(plain.canvas, filtered.canvas)
+    assert [(s.positions, s.confidences, s.selection_gaps) for s in plain.trace.steps] == \
+        [(s.positions, s.confidences, s.selection_gaps) for s in filtered.trace.steps]
+    greedy = {"temperature": 0.0, "top_k": 1, "top_p": 0.1, "confidence_threshold": 0.3}
+    assert sdar_flip_score(greedy) == FlipScore("probability", 0.3)
+    assert isinstance(sdar_flip_score({**greedy, "temperature": 0.7}), str)
+    assert dream_flip_score({"temperature": 0.0, "top_p": 0.1}) == "top-p / top-k filter the law its confidence is " \
+        "taken from"
+
+
 def test_a_lower_precision_model_is_held_to_its_own_rounding():
     """The preflight accepts a bfloat16 load of veridec's float32 weights (within the rounding of a bf16 rerun)
     and still refuses one whose logits are scaled by 1.25 (the bf16 rerun's tolerance is 4x its rounding)."""

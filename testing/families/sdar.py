@@ -148,12 +148,11 @@ PUBLISHED_ENTROPY = Reading("the published entropy score of entropy_bounded, rep
                             applies=lambda settings: settings.get("remasking_strategy") == "entropy_bounded")
 
 def sdar_flip_score(settings: dict) -> FlipScore | str:
-    """What SDAR's greedy strategies rank and compare (BD6; spec EC13): p(x̂), against ``confidence_threshold``
-    for ``low_confidence_dynamic``; ``entropy_bounded``'s cumulative bound is not judged."""
+    """What SDAR's greedy strategies rank and compare (BD6; spec EC13): p(x̂) under the unfiltered softmax at
+    temperature 0 whatever top-k / top-p say (BD6.1), against ``confidence_threshold`` for
+    ``low_confidence_dynamic``; ``entropy_bounded``'s cumulative bound is not judged."""
     if (settings.get("temperature") or 0) > 0:
         return "sampled (temperature > 0): its decisions are draws"
-    if settings.get("top_p") not in (None, 1.0) or settings.get("top_k") is not None:
-        return "top-p / top-k filter the law its confidence is taken from"
     strategy = settings.get("remasking_strategy", "low_confidence_dynamic")
     if strategy == "entropy_bounded":
         return "entropy_bounded: its cumulative entropy bound is not in the trace"
