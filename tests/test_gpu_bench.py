@@ -26,13 +26,14 @@ def test_the_plan_runs_in_its_tiny_form(tmp_path, capsys):
     result = json.loads(written.read_text())
     parts = result["parts"]
     assert list(parts) == ["setup", "forwards", "decodes b1 g16", "decodes b2 g16", "block diffusion", "speculation",
-                           "syncs", "profile"]  # no official folder: no official part
+                           "syncs", "termination", "profile"]  # no official folder: no official part
     failed = {name: part["result"] for name, part in parts.items()
               if not isinstance(part["result"], (dict, list)) or {"error", "timed_out", "skipped"} & set(
                   part["result"] if isinstance(part["result"], dict) else {})}
     assert not failed, failed
     assert all(0 < part["limit_s"] <= gpu_bench.PART_LIMITS_S[kind] for part, kind in zip(parts.values(), (
-        "setup", "forwards", "decodes", "decodes", "block diffusion", "speculation", "syncs", "profile")))
+        "setup", "forwards", "decodes", "decodes", "block diffusion", "speculation", "syncs", "termination",
+        "profile")))
     assert {"device", "dtype", "batches", "gens", "weight_bytes", "weight_bytes_all_layers", "bandwidth_tbs",
             "official", "throughput", "part_limits_s"} <= set(result["config"])
     assert result["config"]["layers"] == 4 and result["config"]["official"].startswith("skipped: no --fastdllm")
@@ -52,6 +53,9 @@ def test_the_plan_runs_in_its_tiny_form(tmp_path, capsys):
     compiled_rows = [row for name, row in parts["block diffusion"]["result"]["variants"].items() if "compiled" in name]
     assert len(compiled_rows) == 2 and all(row["same_tokens"] and row["same_calls"] for row in compiled_rows)
     assert parts["syncs"]["result"]["inside_block_per_cached_step"] == 0
+    termination = parts["termination"]["result"]
+    assert termination["compiled"] and termination["cached_steps"] == termination["model_calls"] - termination[
+        "blocks"] > 0 and {"read_cost_ms_per_cached_step", "lagged_read_would_save"} <= set(termination)
     spec = parts["speculation"]["result"]
     assert {"base", "W2D2", "chain W1D4"} <= set(spec) and "same_tokens" in spec["W2D2"]
     assert set(parts["profile"]["result"]) == {"eager", "compiled"} and parts["profile"]["result"]["eager"]
@@ -60,6 +64,28 @@ def test_the_plan_runs_in_its_tiny_form(tmp_path, capsys):
         "compiled_over_official_b1_g16", "compiled_over_official_b2_g16", "speculation_wall_over_base_b1",
         "host_syncs_per_cached_step"}
     print(f"the tiny plan ran in {seconds:.1f} s")
+
+
+def test_the_scripted_termination_takes_the_decodes_own_steps_and_no_read():
+    """The termination part's control: the decode's own schedule gives its tokens and calls with no termination
+    read (tools/step_gates.py's counter); a schedule one step short in a block does not."""
+    from tools.step_gates import decode_costs, structured_model
+
+    model = structured_model(1)
+    prompt = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(1))
+    settings = dict(steps=16, gen_length=16, block_length=8, threshold=0.9)
+    read = decode_costs(model, prompt, **settings)
+    schedule = {}
+    for record in read["trace"].steps:
+        schedule[record.block] = schedule.get(record.block, 0) + 1
+    with gpu_bench.scripted_termination(schedule):
+        unread = decode_costs(model, prompt, **settings)
+    assert torch.equal(unread["canvas"], read["canvas"]) and unread["cached_steps"] == read["cached_steps"] > 0
+    assert read["termination_reads_per_cached_step"] > 0 == unread["termination_reads_per_cached_step"]
+    short = {**schedule, 0: schedule[0] - 1}
+    with gpu_bench.scripted_termination(short):
+        cut = decode_costs(model, prompt, **settings)
+    assert cut["cached_steps"] != read["cached_steps"]
 
 
 def test_the_plan_is_documented_and_printed(capsys):

@@ -26,7 +26,8 @@ failed or skipped, and said so), so a killed run keeps what it measured:
 5. ``block diffusion``: ``block_diffusion_generate`` and ``parallel_generate`` (Fast-dLLM's rule), eager and
    compiled, batch 1. 6. ``speculation``: draft trees against their base, wall clock. 7. ``syncs``: host
    synchronisations per cached step of an eager dual decode on the device (tools/step_gates.py's counter).
-8. ``profile``: the profiler's top operators of a block step. 9. ``goals`` (issue 47's), each with its ratio.
+8. ``termination``: what the loop's one host read per step costs (a compiled dual decode with and without it).
+9. ``profile``: the profiler's top operators of a block step. 10. ``goals`` (issue 47's), each with its ratio.
 ``--tiny``: a 2-layer model (vocab 128), prompt 8, batches 1 and 2, gen 16, block 8, a few repeats.
 """
 
@@ -65,7 +66,7 @@ TREES = {"W2D2": (2, 2), "chain W1D4": (1, 4)}
 # seconds per part at the plan's sizes (an H100/H200, 4 layers, compiled with inductor): a part past its limit is
 # stopped and recorded as timed out, the run goes on with the next
 PART_LIMITS_S = {"setup": 45, "official": 45, "forwards": 120, "decodes": 75, "block diffusion": 60,
-                 "speculation": 30, "syncs": 20, "profile": 20}
+                 "speculation": 30, "syncs": 20, "termination": 30, "profile": 20}
 # the documented 8-minute plan (docs/gpus.md): one command; tests/test_gpu_bench.py runs it in its --tiny form
 PLAN = ["--device", "cuda", "--layers", "4", "--batches", "1,8", "--gens", "256", "--prompt", "256", "--block", "32",
         "--repeats", "10", "--compile-backend", "inductor", "--compile-mode", "reduce-overhead", "--budget-s", "450"]
@@ -510,6 +511,62 @@ def syncs_part(model, args) -> dict:
                                  threshold=THRESHOLD)
 
 
+@contextlib.contextmanager
+def scripted_termination(steps_per_block: dict):
+    """While active, the optimized loop's termination test (``veridec.optimized.parallel.continues``, one host read
+    of two flags per step) is replaced by a schedule known in advance, {block index: steps}: no read, the same
+    work (the finiteness flag goes unread: for timing a decode already run with the reads)."""
+    from veridec.optimized import parallel
+
+    original = parallel.continues
+
+    def continues(run, x, block, step):
+        run.last_step = None
+        return step < steps_per_block[block.index]
+
+    parallel.continues = continues
+    try:
+        yield
+    finally:
+        parallel.continues = original
+
+
+def termination_part(model, args, compile_options, repeats: int = 3) -> dict:
+    """The cost of the one host read per step between a block's steps (spec/parallel.md P11 "Host reads"): a dual
+    decode at batch 1 (compiled when the run compiles) timed as it runs, then with the reads replaced by its own
+    schedule (``scripted_termination``); the same tokens and calls are asserted. The difference per cached step
+    is the stall a device-side termination could save; a lagged read (the next step launched before the flags are
+    read) would pay one speculative forward per block for it: ``lagged_read_projection_s``."""
+    device = model.device
+    gen = args.gens[0]
+    prompt = random_prompt(model, 1, args.prompt, seed=9)
+    kw = dict(steps=gen, gen_length=gen, block_length=args.block, threshold=THRESHOLD,
+              compile=compile_options or False)
+    decode = lambda: generate_with_dual_cache(model, prompt, **kw)  # noqa: E731
+    decode()  # compiles (and captures) the decode's shapes
+    with_reads = statistics.median(timed(device, decode)[0] for _ in range(repeats))
+    out = decode()
+    schedule = {}
+    for record in out.trace.steps:
+        schedule[record.block] = schedule.get(record.block, 0) + 1
+    with scripted_termination(schedule):
+        without_reads = statistics.median(timed(device, decode)[0] for _ in range(repeats))
+        unread = decode()
+    if not torch.equal(unread.canvas.cpu(), out.canvas.cpu()) or \
+            unread.trace.counters.model_calls != out.trace.counters.model_calls:
+        raise AssertionError("the decode without termination reads took other steps than the decode with them")
+    calls, blocks = out.trace.counters.model_calls, len(schedule)
+    cached_steps = calls - blocks
+    step_ms = 1e3 * without_reads / calls
+    projection = without_reads + blocks * step_ms / 1e3
+    return {"batch": 1, "gen": gen, "compiled": bool(compile_options), "model_calls": calls, "blocks": blocks,
+            "cached_steps": cached_steps, "with_reads_s": round(with_reads, 4),
+            "without_reads_s": round(without_reads, 4),
+            "read_cost_ms_per_cached_step": round(1e3 * (with_reads - without_reads) / max(cached_steps, 1), 4),
+            "step_ms": round(step_ms, 4), "lagged_read_projection_s": round(projection, 4),
+            "lagged_read_would_save": projection < with_reads}
+
+
 def profile_part(model, batch: int, length: int, args, compile_options, rows: int = 8) -> dict:
     """The profiler's top operators (self time) of one eager and one compiled dual block step."""
     device = model.device
@@ -678,6 +735,7 @@ def measure(run: Report, model, official, args, compile_options) -> None:
                                                                                  compile_options))
     run.part("speculation", "speculation", lambda: speculation_part(model, args, args.gens[0]))
     run.part("syncs", "syncs", lambda: syncs_part(model, args))
+    run.part("termination", "termination", lambda: termination_part(model, args, compile_options))
     run.part("profile", "profile", lambda: profile_part(model, args.batches[0], args.prompt + args.gens[0], args,
                                                         compile_options))
 
