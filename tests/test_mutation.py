@@ -287,6 +287,35 @@ def test_resume_skips_the_mutants_a_json_file_holds(tmp_path, monkeypatch):
         mutation.resumed(str(path), mutants, 3)
 
 
+def test_a_later_resume_file_replaces_an_earlier_ones_results_and_a_full_resume_only_writes(tmp_path, monkeypatch):
+    """--resume A --resume B: B's result for a mutant replaces A's (a rerun of a few survivors merged into a whole
+    run); when every mutant has a result nothing runs and the report and the JSON are written from them."""
+    def result(mutant, status):
+        return mutation.Result(mutant, 1, status, killer="tests/x.py::t" if status == "killed" else None,
+                               phase="related", seeds=[1, 2], seed_kills=[1, 2] if status == "killed" else [])
+
+    mutants = MUTANTS[:3]
+    args = mutation.build_parser().parse_args(["--seeds", "2", "--resume", "a.json", "--resume", "b.json"])
+    assert args.resume == ["a.json", "b.json"]
+    header = mutation.run_header(args, [], ["pyproject.toml"], MUTANTS, mutants)
+    for name, statuses in (("a.json", ["killed", "survived", "killed"]), ("b.json", [None, "killed", None])):
+        rows = [result(m, s) for m, s in zip(mutants, statuses) if s]
+        (tmp_path / name).write_text(mutation.json.dumps({"header": header, "summary": {},
+                                                          "results": [r.to_dict() for r in rows]}))
+    done = mutation.resumed([str(tmp_path / "a.json"), str(tmp_path / "b.json")], mutants, 2)
+    assert [done[m.name].status for m in mutants] == ["killed", "killed", "killed"]
+    assert mutation.resumed([str(tmp_path / "a.json")], mutants, 2)[mutants[1].name].status == "survived"
+    monkeypatch.setattr(mutation, "run_mutant", lambda *a: pytest.fail("a resumed mutant ran"))
+    out = tmp_path / "merged.json"
+    args.json = str(out)
+    header.update(resume=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], resumed=3)
+    results = mutation.run_all(mutants, ["pyproject.toml"], args, header, tmp_path / "merged.md", done)
+    assert [r.status for r in results] == ["killed"] * 3
+    assert [r["status"] for r in mutation.json.loads(out.read_text())["results"]] == ["killed"] * 3
+    text = (tmp_path / "merged.md").read_text()
+    assert "survived 0" in text and "3 result(s) were read back from" in text and "b.json`" in text
+
+
 def test_related_to_selects_mutants_by_their_related_tests():
     every = mutation.load_catalogue("all")
     chosen = mutation.related_to(every, ["tests/test_spec_oracles_*.py"])

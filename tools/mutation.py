@@ -596,7 +596,8 @@ def render(results: list[Result], header: dict, done: bool) -> str:
                 f"--hypothesis-seed=S`, S = 1..{header['seeds']}: random draws, no example database) instead of the "
                 "derandomized ci profile: killed = killed on every seed; seed-dependent = on some (counted as killed "
                 "on two seeds or more, as a survivor on one)." if header.get("seeds") else "")
-             + (f" {header['resumed']} result(s) were read back from `{header['resume']}` (`--resume`)."
+             + (f" {header['resumed']} result(s) were read back from {resumed_from(header['resume'])} (`--resume`; "
+                "a later file's result replaces an earlier one's)."
                 if header.get("resumed") else ""), "",
              "| mutant | place | description | killed by | seconds (wall) |", "|---|---|---|---|---|"]
     for r in results:
@@ -746,9 +747,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--related-to", action="append", metavar="GLOB",
                         help="only the mutants one of whose related test files matches GLOB (repeatable), e.g. "
                              "'tests/test_spec_oracles_*.py'")
-    parser.add_argument("--resume", metavar="JSON",
+    parser.add_argument("--resume", metavar="JSON", action="append",
                         help="skip the mutants this earlier --json file holds a result for (the same --seeds), and "
-                             "report those results with the new ones; --json rewrites it after every mutant")
+                             "report those results with the new ones; --json rewrites it after every mutant. "
+                             "Repeatable: a later file's result for a mutant replaces an earlier one's (a rerun of "
+                             "some mutants merged into a whole run); when every mutant has one, the report and "
+                             "--json are written from them and nothing runs")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
     parser.add_argument("--workdir", help="where the temporary copies go (default: the system's temp dir)")
     return parser
@@ -787,17 +791,26 @@ def related_to(mutants: list[Mutant], globs: list[str] | None) -> list[Mutant]:
     return chosen
 
 
-def resumed(path: str | None, mutants: list[Mutant], seeds: int | None) -> dict[str, Result]:
-    """The results an earlier ``--json`` file holds for these mutants (same name and patch, run with the same
-    ``--seeds``), by name; {} without ``--resume`` or when the file does not exist yet."""
-    if not path or not Path(path).exists():
-        return {}
-    data = json.loads(Path(path).read_text())
-    if data["header"].get("seeds") != seeds:
-        raise SystemExit(f"--resume {path}: it was run with --seeds {data['header'].get('seeds')}, not {seeds}")
+def resumed(paths: str | list[str] | None, mutants: list[Mutant], seeds: int | None) -> dict[str, Result]:
+    """The results earlier ``--json`` files hold for these mutants (same name and patch, run with the same
+    ``--seeds``), by name, a later file's replacing an earlier one's; {} without ``--resume``. A file that does
+    not exist yet holds none."""
+    done = {}
     by_name = {m.name: m for m in mutants}
-    return {r["name"]: Result.from_dict(r, by_name[r["name"]]) for r in data["results"]
-            if r["name"] in by_name and r["description"] == by_name[r["name"]].description}
+    for path in [paths] if isinstance(paths, str) else paths or []:
+        if not Path(path).exists():
+            continue
+        data = json.loads(Path(path).read_text())
+        if data["header"].get("seeds") != seeds:
+            raise SystemExit(f"--resume {path}: it was run with --seeds {data['header'].get('seeds')}, not {seeds}")
+        done.update({r["name"]: Result.from_dict(r, by_name[r["name"]]) for r in data["results"]
+                     if r["name"] in by_name and r["description"] == by_name[r["name"]].description})
+    return done
+
+
+def resumed_from(paths: str | list[str]) -> str:
+    """The ``--resume`` files as the report names them."""
+    return ", ".join(f"`{p}`" for p in ([paths] if isinstance(paths, str) else paths))
 
 
 def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> dict:
@@ -819,9 +832,12 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path,
             done: dict[str, Result] | None = None) -> list[Result]:
     """Every mutant (but those ``done`` holds) on its own copy of one snapshot of the tree, ``args.jobs`` at a time;
     the report (in the catalogue's order) and ``args.json`` rewritten after each."""
-    work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
     done = done or {}
     finished: dict[int, Result] = {i: done[m.name] for i, m in enumerate(mutants, 1) if m.name in done}
+    if len(finished) == len(mutants):  # everything resumed: the report and the JSON from the results alone
+        ordered_results([], mutants, finished, header, report, getattr(args, "json", None), write_now=True)
+        return [finished[k] for k in sorted(finished)]
+    work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
     try:
         snapshot = work / "snapshot"
         copy_files(ROOT, snapshot, files)  # one consistent tree for every mutant, whatever changes meanwhile
@@ -852,21 +868,28 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path,
 
 
 def ordered_results(futures: list, mutants: list, finished: dict, header: dict, report: Path,
-                    json_path: str | None = None) -> None:
+                    json_path: str | None = None, write_now: bool = False) -> None:
     """Collect each mutant's result as it finishes; print it and rewrite the report (and the JSON) in the
-    catalogue's order."""
+    catalogue's order (``write_now``: once first, from the results ``finished`` holds)."""
+    if write_now:
+        write_results(mutants, finished, header, report, json_path)
     for future in as_completed(futures):
         i, result = future.result()
         finished[i] = result
         print(f"[{len(finished)}/{len(mutants)}] {result.mutant.name}: {result.status}"
               + (f" by {result.killer} ({result.phase})" if result.killer else "")
               + f", {result.seconds:.1f} s", flush=True)
-        report.parent.mkdir(parents=True, exist_ok=True)
-        ordered = [finished[k] for k in sorted(finished)]
-        write_text_atomic(report, render(ordered, header, done=len(finished) == len(mutants)))
-        if json_path:
-            write_text_atomic(json_path, json.dumps({"header": header, "summary": summary(ordered),
-                                                   "results": [r.to_dict() for r in ordered]}, indent=1))
+        write_results(mutants, finished, header, report, json_path)
+
+
+def write_results(mutants: list, finished: dict, header: dict, report: Path, json_path: str | None) -> None:
+    """The report (and the JSON) of the results ``finished`` holds, in the catalogue's order."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    ordered = [finished[k] for k in sorted(finished)]
+    write_text_atomic(report, render(ordered, header, done=len(finished) == len(mutants)))
+    if json_path:
+        write_text_atomic(json_path, json.dumps({"header": header, "summary": summary(ordered),
+                                               "results": [r.to_dict() for r in ordered]}, indent=1))
 
 
 if __name__ == "__main__":
