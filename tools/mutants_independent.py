@@ -1,7 +1,8 @@
 """A second, independent catalogue of single-point bugs (the mutation gate's cross-check).
 
 Written by a separate writer who read neither tools/mutants.py nor tests/, from spec/ and the code alone, spread
-over the code by size; each area's test files are its related tests (survivors run the whole suite anyway).
+over the code by size; each area's test files are its related tests, with the files a mutant names itself
+(survivors run the whole suite anyway).
 
     python -m tools.mutation --catalogue tools/mutants_independent.py
 
@@ -237,4 +238,4 @@ AREA_TESTS = {
     "proofs_checks": (THEOREMS, ORACLE_THEOREMS),
 }
 
-MUTANTS = [replace(m, tests=AREA_TESTS[m.area]) for m in WRITTEN]
+MUTANTS = [replace(m, tests=AREA_TESTS[m.area] + m.tests) for m in WRITTEN]  # the area's, and a mutant's own
