@@ -99,7 +99,7 @@ CHECKER = [
         replacement="SEARCHED = 3",
         description="a knob's verdict is drawn from 3 cases instead of 12: knobs that move the target only on some cases are reported not exercised and an idle one escapes",
         clause="spec/exactness.md EC7",
-        tests=("tests/test_knobs.py",),
+        tests=("tests/test_knobs.py", "tests/test_block_diffusion_check.py"),
     ),
     Mutant(
         name="knob-moves-differently-judges-the-unchanged-case",
@@ -128,7 +128,7 @@ CHECKER = [
         replacement="result.failure = failures[0]",
         description="a tier E failure reports the first failing case drawn instead of the shrunk one Hypothesis replays last",
         clause="spec/exactness.md EC2",
-        tests=("tests/test_check.py", "tests/test_check_reports.py"),
+        tests=("tests/test_check.py", "tests/test_check_reports.py", "tests/test_editing_check.py"),
     ),
     Mutant(
         name="check-knob-divergence-judged-after-a-failure",
@@ -137,7 +137,7 @@ CHECKER = [
         replacement="exact=mode.shrinks",
         description="the knob search also judges changed cases that diverge after the drawn cases already failed, adding a 'moves differently' finding that the spec keeps for checks whose drawn cases found none",
         clause="spec/exactness.md EC7",
-        tests=("tests/test_knobs.py", "tests/test_check.py"),
+        tests=("tests/test_knobs.py", "tests/test_check.py", "tests/test_explain.py"),
     ),
     # ------------------------------------------------------------------ testing/running.py
     Mutant(
