@@ -175,7 +175,7 @@ CHECKER = [
         replacement='"target": token(divergence.token_b), "candidate": token(divergence.token_a),',
         description="the first divergence's diagnosis names the candidate's token as the target's and the other way round",
         clause="spec/exactness.md EC2",
-        tests=("tests/test_check.py", "tests/test_check_reports.py"),
+        tests=("tests/test_check.py", "tests/test_check_reports.py", "tests/test_checker_truths.py"),
     ),
     # ------------------------------------------------------------------ veridec/compare.py
     Mutant(
@@ -205,7 +205,7 @@ CHECKER = [
         replacement="({'theirs' if b is None else 'ours'})",
         description="first_divergence says a step exists on the side that lacks it, when one event trace is longer than the other",
         clause="spec/wino.md WN5",
-        tests=("tests/test_event_traces.py", "tests/test_recorded_events.py"),
+        tests=("tests/test_event_traces.py", "tests/test_recorded_events.py", "tests/test_trace_records.py"),
     ),
     # ------------------------------------------------------------------ testing/report.py
     Mutant(
