@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from veridec.canvas import whole_blocks
-from veridec.decoding import check_logits
+from veridec.decoding import check_logits, check_progress
 from veridec.checks import check_choice
 from veridec.rules.sdar import SDARParams, official_select, row_record, sample_block, select
 from veridec.trace import IDLE_ROW, Decoded, RowStep, Trace, record_rows
@@ -243,6 +243,7 @@ class Run:
             return False
         step = 0
         while (masked := (self.x[:, start:end] == self.mask_id) & live[:, None]).any():
+            check_progress(step, block, self.params.denoising_steps, self.trace)  # S + 1 steps at most (BD6.2)
             if self.loop.keeps_masks(step, self.params):  # BD12
                 break
             logits = self.forward(start, b, store=False)  # [B, b, V]

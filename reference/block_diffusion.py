@@ -72,6 +72,7 @@ def _decode_block(model, x, block: int, params: SDARParams, mask_id: int, trace:
     start, end = block * b, (block + 1) * b
     step = 0
     while (masked := x[0, start:end] == mask_id).any():
+        check_progress(step, block, params.denoising_steps, trace)  # BD6.2 bans the mask: S + 1 steps at most
         past = step >= params.denoising_steps
         if past and params.after_schedule == "leave":
             break
