@@ -314,6 +314,7 @@ def test_a_later_resume_file_replaces_an_earlier_ones_results_and_a_full_resume_
     assert [r["status"] for r in mutation.json.loads(out.read_text())["results"]] == ["killed"] * 3
     text = (tmp_path / "merged.md").read_text()
     assert "survived 0" in text and "3 result(s) were read back from" in text and "b.json`" in text
+    assert "wall clock" not in text  # nothing ran: no run time to report
 
 
 def test_related_to_selects_mutants_by_their_related_tests():

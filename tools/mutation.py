@@ -611,7 +611,7 @@ def render(results: list[Result], header: dict, done: bool) -> str:
               f"{len(s['survived'])}; inconclusive {len(s['inconclusive'])}; errors {len(s['errors'])}. "
               f"{s['seconds']:.0f} s of mutant runs, {s['seconds'] / max(n, 1):.0f} s per mutant"
               + (f"; {time.time() - header['epoch']:.0f} s wall clock, {header['jobs']} at once"
-                 if "epoch" in header else "") + ".**", ""]
+                 if "epoch" in header and header.get("resumed", 0) < n else "") + ".**", ""]  # a run, not a merge
     if s["survived"]:
         lines.append("Survivors: " + "; ".join(f"`{r.mutant.name}` ({r.mutant.clause})"
                                                for r in results if r.mutant.name in s["survived"]) + ".")
