@@ -259,11 +259,8 @@ def run_verify(args) -> int:
         raise UsageError(f"--only {args.only!r} matches no check")
     if world_size() > 1 and args.out is None:
         raise UsageError("under torchrun, verify needs --out: the processes share their results through its records")
-    group = Group.join(device)
-    try:
+    with Group.join(device) as group:
         return verify_in_group(args, checks, group, group.device(device))
-    finally:
-        group.leave()
 
 
 def verify_in_group(args, checks, group: Group, device: torch.device) -> int:
@@ -315,8 +312,7 @@ def run_exactness(args) -> int:
     check_output_dir(args.out, "--out", TABLE_FILES)
     dtype = getattr(torch, args.dtype)
     check_context(args, prompts, gen, dtype)  # a bad --model or a canvas past its context: before the table
-    group = Group.join(device)
-    try:
+    with Group.join(device) as group:
         table = dict(model_name=args.model, decoders=decoders, prompts=prompts, gen_length=gen,
                      block_length=args.block_length, seed=args.seed, device=group.device(device), quiet=args.quiet,
                      dtype=dtype, compile=args.compile)
@@ -327,8 +323,6 @@ def run_exactness(args) -> int:
                                                                    args.seed))
         print(exactness.to_markdown(rows))
         return 0 if exactness.all_exact(rows) else 1
-    finally:
-        group.leave()
 
 
 def exactness_size(args) -> tuple[int, int]:
@@ -470,12 +464,9 @@ def run_experiment(args) -> int:
     """One experiment; under torchrun its units are shared among the processes and rank 0 writes the report."""
     check_output_dir(args.out, "--out", (f"{args.name}.md", f"{args.name}.json"))
     module = importlib.import_module(f"veridec.harness.experiments.{args.name}")
-    group = Group.join(torch.device("cpu"))
-    try:
+    with Group.join(torch.device("cpu")) as group:
         report = module.run(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, group=group,
                             fresh=args.fresh)
-    finally:
-        group.leave()
     if report is not None:
         print((args.out / f"{args.name}.md").read_text())
     return 0

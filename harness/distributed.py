@@ -105,9 +105,20 @@ class Group:
             dist.all_reduce(flag)
         return int(flag) == 0
 
-    def leave(self) -> None:
+    def leave(self, together: bool = False) -> None:
+        """Leave the group; ``together``: after a barrier, so that no rank tears its connections down while a
+        peer still works (rank 0 writes the results after the others are done). A rank leaving on an error
+        does not wait: its peers may be gone."""
         if self.world > 1 and dist.is_initialized():
+            if together:
+                self.barrier()
             dist.destroy_process_group()
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.leave(together=kind is None)
 
 
 def _init(world: int, backend: str) -> None:

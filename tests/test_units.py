@@ -142,6 +142,29 @@ def test_verify_checks_are_recorded_resumed_and_shared_by_two_processes(tmp_path
     assert (tmp_path / "two" / "verify.records.jsonl").read_text().count("\n") == 5
 
 
+def test_ranks_leave_together_after_success_and_at_once_after_an_error(monkeypatch):
+    """A rank that finished waits at a barrier before it destroys the group (rank 0 may still be writing the
+    results; a peer tearing its connections down meanwhile once aborted a rank at exit); one leaving on an error
+    does not wait (its peers may be gone)."""
+    from veridec.harness import distributed
+
+    calls = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    with Group(rank=1, world=2):
+        pass
+    assert calls == ["barrier", "destroy"]
+    calls.clear()
+    with pytest.raises(KeyError), Group(rank=1, world=2):
+        raise KeyError("a unit failed")
+    assert calls == ["destroy"]
+    calls.clear()
+    with Group():  # a group of one has nothing to leave
+        pass
+    assert calls == []
+
+
 def test_a_rank_without_its_peers_stops_with_one_line(tmp_path):
     """WORLD_SIZE=2 set by hand, no second process: the rank says where it waits and for how long, then stops
     with one line naming the address, the world size and itself (here after VERIDEC_COLLECTIVE_TIMEOUT=2 s)."""
