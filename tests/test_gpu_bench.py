@@ -75,9 +75,7 @@ def test_the_scripted_termination_takes_the_decodes_own_steps_and_no_read():
     prompt = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(1))
     settings = dict(steps=16, gen_length=16, block_length=8, threshold=0.9)
     read = decode_costs(model, prompt, **settings)
-    schedule = {}
-    for record in read["trace"].steps:
-        schedule[record.block] = schedule.get(record.block, 0) + 1
+    schedule = gpu_bench.steps_per_block(read["trace"])
     with gpu_bench.scripted_termination(schedule):
         unread = decode_costs(model, prompt, **settings)
     assert torch.equal(unread["canvas"], read["canvas"]) and unread["cached_steps"] == read["cached_steps"] > 0

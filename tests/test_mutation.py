@@ -279,12 +279,12 @@ def test_resume_skips_the_mutants_a_json_file_holds(tmp_path, monkeypatch):
     header = mutation.run_header(args, argv, ["pyproject.toml"], MUTANTS, mutants[:2])
     mutation.run_all(mutants[:2], ["pyproject.toml"], args, header, tmp_path / "a.md")
     assert [r["name"] for r in mutation.json.loads(path.read_text())["results"]] == ran == [m.name for m in mutants[:2]]
-    done = mutation.resumed(str(path), mutants, 2)
+    done = mutation.resumed([str(path)], mutants, 2)
     assert set(done) == {m.name for m in mutants[:2]} and done[mutants[0].name].seed_kills == [1, 2]
     results = mutation.run_all(mutants, ["pyproject.toml"], args, header, tmp_path / "b.md", done)
     assert ran == [m.name for m in mutants] and [r.mutant.name for r in results] == [m.name for m in mutants]
     with pytest.raises(SystemExit, match="--seeds"):
-        mutation.resumed(str(path), mutants, 3)
+        mutation.resumed([str(path)], mutants, 3)
 
 
 def test_a_later_resume_file_replaces_an_earlier_ones_results_and_a_full_resume_only_writes(tmp_path, monkeypatch):

@@ -44,6 +44,7 @@ import signal
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -511,6 +512,11 @@ def syncs_part(model, args) -> dict:
                                  threshold=THRESHOLD)
 
 
+def steps_per_block(trace) -> Counter:
+    """{block index: the steps a decode took in it} (its trace's records)."""
+    return Counter(record.block for record in trace.steps)
+
+
 @contextlib.contextmanager
 def scripted_termination(steps_per_block: dict):
     """While active, the optimized loop's termination test (``veridec.optimized.parallel.continues``, one host read
@@ -544,14 +550,12 @@ def termination_part(model, args, compile_options, repeats: int = 3) -> dict:
               compile=compile_options or False)
     decode = lambda: generate_with_dual_cache(model, prompt, **kw)  # noqa: E731
     decode()  # compiles (and captures) the decode's shapes
-    with_reads = statistics.median(timed(device, decode)[0] for _ in range(repeats))
-    out = decode()
-    schedule = {}
-    for record in out.trace.steps:
-        schedule[record.block] = schedule.get(record.block, 0) + 1
+    runs = [timed(device, decode) for _ in range(repeats)]
+    with_reads, out = statistics.median(seconds for seconds, _ in runs), runs[-1][1]
+    schedule = steps_per_block(out.trace)
     with scripted_termination(schedule):
-        without_reads = statistics.median(timed(device, decode)[0] for _ in range(repeats))
-        unread = decode()
+        runs = [timed(device, decode) for _ in range(repeats)]
+    without_reads, unread = statistics.median(seconds for seconds, _ in runs), runs[-1][1]
     if not torch.equal(unread.canvas.cpu(), out.canvas.cpu()) or \
             unread.trace.counters.model_calls != out.trace.counters.model_calls:
         raise AssertionError("the decode without termination reads took other steps than the decode with them")

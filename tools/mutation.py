@@ -791,13 +791,13 @@ def related_to(mutants: list[Mutant], globs: list[str] | None) -> list[Mutant]:
     return chosen
 
 
-def resumed(paths: str | list[str] | None, mutants: list[Mutant], seeds: int | None) -> dict[str, Result]:
+def resumed(paths: list[str] | None, mutants: list[Mutant], seeds: int | None) -> dict[str, Result]:
     """The results earlier ``--json`` files hold for these mutants (same name and patch, run with the same
     ``--seeds``), by name, a later file's replacing an earlier one's; {} without ``--resume``. A file that does
     not exist yet holds none."""
     done = {}
     by_name = {m.name: m for m in mutants}
-    for path in [paths] if isinstance(paths, str) else paths or []:
+    for path in paths or []:
         if not Path(path).exists():
             continue
         data = json.loads(Path(path).read_text())
@@ -808,9 +808,9 @@ def resumed(paths: str | list[str] | None, mutants: list[Mutant], seeds: int | N
     return done
 
 
-def resumed_from(paths: str | list[str]) -> str:
+def resumed_from(paths: list[str]) -> str:
     """The ``--resume`` files as the report names them."""
-    return ", ".join(f"`{p}`" for p in ([paths] if isinstance(paths, str) else paths))
+    return ", ".join(f"`{p}`" for p in paths)
 
 
 def run_header(args, argv, files: list[str], catalogue: list, mutants: list) -> dict:
@@ -835,7 +835,7 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path,
     done = done or {}
     finished: dict[int, Result] = {i: done[m.name] for i, m in enumerate(mutants, 1) if m.name in done}
     if len(finished) == len(mutants):  # everything resumed: the report and the JSON from the results alone
-        ordered_results([], mutants, finished, header, report, getattr(args, "json", None), write_now=True)
+        write_results(mutants, finished, header, report, getattr(args, "json", None))
         return [finished[k] for k in sorted(finished)]
     work = Path(tempfile.mkdtemp(prefix="veridec-mutation-", dir=args.workdir))
     try:
@@ -868,11 +868,9 @@ def run_all(mutants: list, files: list[str], args, header: dict, report: Path,
 
 
 def ordered_results(futures: list, mutants: list, finished: dict, header: dict, report: Path,
-                    json_path: str | None = None, write_now: bool = False) -> None:
+                    json_path: str | None = None) -> None:
     """Collect each mutant's result as it finishes; print it and rewrite the report (and the JSON) in the
-    catalogue's order (``write_now``: once first, from the results ``finished`` holds)."""
-    if write_now:
-        write_results(mutants, finished, header, report, json_path)
+    catalogue's order."""
     for future in as_completed(futures):
         i, result = future.result()
         finished[i] = result
